@@ -1,0 +1,127 @@
+//! Run-once locks for cron jobs, pipelines and services that stay trustworthy
+//! when their holder dies without cleaning up.
+//!
+//! ```
+//! # fn main() -> Result<(), lockfile::Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("nightly.lock");
+//! match lockfile::LockGuard::try_acquire(&path) {
+//!     Ok(mut guard) => {
+//!         for batch in 0..3 {
+//!             // ... work on the batch ...
+//!             guard.heartbeat()?; // "still working"
+//!         }
+//!         guard.record_success()?; // for the silence alarm
+//!         guard.release()?;
+//!     }
+//!     // Someone else holds it; the error names them (pid, host, job, since).
+//!     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # The kernel is the authority
+//!
+//! A lock made of "the file exists", or of "the PID in the file is alive",
+//! wedges silently the first time its holder dies without cleaning up: a
+//! SIGKILL, an OOM kill, a reboot, a recreated container. Every later run sees
+//! the lock and politely exits.
+//!
+//! This crate takes an advisory `flock(2)` lock on an open file instead. The
+//! kernel owns that lock on behalf of the open file and drops it when the last
+//! descriptor closes, which happens when the process dies for any reason.
+//! The next run acquires at once; nothing has to be cleaned up first. The lock
+//! excludes, and is excluded by, util-linux `flock(1)` and std's
+//! [`File::lock`](std::fs::File::lock) on the same file.
+//!
+//! Advisory means the lock binds only those who take it: it does not stop
+//! anyone from reading, writing or deleting the file. It is one lock per open
+//! file description: two opens of one path conflict even within a process,
+//! while a descriptor inherited across `fork`/`exec` shares the lock.
+//!
+//! # Why stale files exist, and why they are harmless here
+//!
+//! The lock file stays on disk after the lock is released, and after its
+//! holder died. The file is not the lock; it is a notice board. A file left by a
+//! dead holder is litter: `inspect` reports it `stale` (or `debris` when its
+//! content is not a record), the next `acquire` takes it over, and [`reap`]
+//! removes it safely if you like a tidy directory.
+//!
+//! Deleting lock files is where other libraries broke exclusion: a process
+//! waiting on the old inode wakes up holding a lock on a file that no longer
+//! has a name, while a newcomer locks a fresh file at the same path. Here a
+//! file is only unlinked by someone holding its lock, and every acquirer
+//! compares the locked handle's (device, inode) with the path after locking,
+//! retrying on a mismatch.
+//!
+//! # What the owner record is for
+//!
+//! Right after taking the lock, the holder writes an [`OwnerRecord`] into the
+//! file: a format version, pid, hostname, boot id, PID namespace, process
+//! start time, a random per-run token, the job name, when it was acquired and
+//! the heartbeat it promised. The record is diagnostics, never enforcement.
+//! It answers "who holds this, since when, and is it still beating"
+//! ([`inspect`]), names the holder in contention errors, and lets `inspect`
+//! judge a dead owner by boot id and start time rather than by a PID, which
+//! may have been reused, may be 1 in every container, and means nothing on
+//! another host. [`LockGuard::heartbeat`] refreshes the file's modification
+//! time; release marks the record released rather than erasing it, so the
+//! last owner stays visible.
+//!
+//! # Caveats
+//!
+//! - **Network filesystems.** `flock` on NFS is emulated with byte-range
+//!   locks and crosses hosts only when the lock daemon works; some mounts give
+//!   no exclusion at all. `inspect` reports a `network_filesystem` finding.
+//!   Across hosts, use a lease (the `lockfile-etcd` crate).
+//! - **Containers.** A lock excludes processes that see the same file (the
+//!   same inode): two containers with separate filesystems do not exclude
+//!   each other. PIDs recorded inside a PID namespace are judged as such.
+//! - **Inherited descriptors.** A child that inherits the lock's descriptor
+//!   holds the lock as long as it lives. The descriptor is opened with
+//!   `O_CLOEXEC`, so only a deliberate hand-over (as `lockfile run` does) passes
+//!   it on; `inspect` names every process that holds it.
+//!
+//! # Platform notes
+//!
+//! Linux is the tested platform. There, `inspect` learns who holds a lock from
+//! `/proc/locks` (and `/proc/PID/fdinfo` when the process that took it has
+//! gone), without touching the lock. A bounded wait blocks in `flock(2)` and
+//! is woken at its deadline by a per-thread POSIX timer that sends the
+//! real-time signal `SIGRTMAX-3`; the crate installs a no-op handler for it
+//! on first use unless the application already handles that signal, in which
+//! case bounded waits fall back to polling (1 ms doubling to 50 ms).
+//!
+//! Other Unix systems compile with fallbacks: `inspect` probes a file with a
+//! shared non-blocking lock for a few microseconds (a concurrent
+//! `try_acquire` in that instant reports contention), bounded waits poll, and
+//! records carry no boot id, start time or PID namespace.
+//!
+//! # Events
+//!
+//! The crate emits [`tracing`](https://docs.rs/tracing) events with stable
+//! names, each also carrying an `event` field with the same name:
+//! `lock_acquired`, `lock_contended` (holder pid, host, age),
+//! `lock_released`, `stale_lock_removed` and `heartbeat` (at trace level).
+
+#![deny(missing_docs)]
+#![cfg(unix)]
+
+mod error;
+mod guard;
+mod inspect;
+mod options;
+mod reap;
+mod record;
+mod sys;
+
+pub use error::{Error, Operation, Result};
+pub use guard::LockGuard;
+pub use inspect::{
+    Finding, Holder, InspectOptions, LockReport, LockState, Severity, inspect, inspect_dir,
+};
+pub use options::LockOptions;
+pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
+pub use record::{DecodeError, FORMAT_VERSION, OwnerRecord, decode_record};

@@ -1,0 +1,147 @@
+//! `LockOptions`: the builder for everything about taking a lock.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::guard::{self, Wait};
+use crate::{LockGuard, Result};
+
+/// Options for taking a lock; finish with [`acquire`](LockOptions::acquire)
+/// or [`try_acquire`](LockOptions::try_acquire).
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfile::LockOptions;
+///
+/// # fn main() -> Result<(), lockfile::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("nightly.lock");
+/// let guard = LockOptions::new()
+///     .job("nightly-backup")
+///     .timeout(Duration::from_secs(10))
+///     .heartbeat_interval(Duration::from_secs(30))
+///     .acquire(&path)?;
+/// assert_eq!(guard.record().job.as_deref(), Some("nightly-backup"));
+/// guard.release()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LockOptions {
+    pub(crate) job: Option<String>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) heartbeat_interval: Option<Duration>,
+    pub(crate) mode: u32,
+    pub(crate) remove_on_release: bool,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions::new()
+    }
+}
+
+impl LockOptions {
+    /// Options with every default.
+    pub fn new() -> LockOptions {
+        LockOptions {
+            job: None,
+            timeout: None,
+            heartbeat_interval: None,
+            mode: 0o644,
+            remove_on_release: false,
+        }
+    }
+
+    /// The job name written into the owner record, shown by `inspect` and in
+    /// contention errors.
+    ///
+    /// Default: none.
+    pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
+        self.job = Some(name.into());
+        self
+    }
+
+    /// The longest [`acquire`](LockOptions::acquire) waits before returning
+    /// [`Error::Timeout`](crate::Error::Timeout).
+    ///
+    /// The wait is the kernel's: it wakes the moment the holder releases, not
+    /// on the next tick of a polling loop, and uses no CPU meanwhile.
+    ///
+    /// Default: none, wait as long as it takes.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How often the holder promises to call [`LockGuard::heartbeat`].
+    ///
+    /// The promise is written into the owner record; `inspect` reports a
+    /// `heartbeat_silent` finding when the heartbeat is older than three
+    /// intervals (unless told another threshold). Nothing beats for you: a
+    /// heartbeat proves that the work makes progress, which a background
+    /// thread could not.
+    ///
+    /// Default: none, no promise, and no `heartbeat_silent` finding unless
+    /// `inspect` is given a threshold.
+    pub fn heartbeat_interval(&mut self, interval: Duration) -> &mut Self {
+        self.heartbeat_interval = Some(interval);
+        self
+    }
+
+    /// The permission bits of a newly created lock file, before the umask.
+    /// An existing file keeps its mode.
+    ///
+    /// Default: `0o644`: everyone may read the owner record, only the owner
+    /// may lock. Use `0o666` (and a suitable umask) for a lock shared by users.
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Whether releasing also unlinks the lock file.
+    ///
+    /// Removal is safe here (it happens while the lock is held, and every
+    /// acquirer re-checks the file's identity after locking), but it erases
+    /// the last owner's record and the last success that
+    /// [`LockGuard::record_success`] wrote.
+    ///
+    /// Default: false; the released record stays for diagnosis.
+    pub fn remove_on_release(&mut self, remove: bool) -> &mut Self {
+        self.remove_on_release = remove;
+        self
+    }
+
+    /// Takes the lock at `path`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LockOptions::timeout).
+    ///
+    /// The file is created when missing. Its directory is not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) when the timeout passed; any
+    /// other [`Error`](crate::Error) when the file cannot be opened, locked
+    /// or written, for example [`Error::Symlink`](crate::Error::Symlink) or
+    /// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound).
+    pub fn acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
+        let wait = match self.timeout {
+            None => Wait::Forever,
+            Some(t) => Instant::now()
+                .checked_add(t)
+                .map_or(Wait::Forever, Wait::Until),
+        };
+        guard::lock(self, path.as_ref(), wait)
+    }
+
+    /// Takes the lock at `path` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record, when someone holds the lock; any other
+    /// [`Error`](crate::Error) when the file cannot be opened, locked or
+    /// written.
+    pub fn try_acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
+        guard::lock(self, path.as_ref(), Wait::No)
+    }
+}

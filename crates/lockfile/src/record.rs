@@ -1,0 +1,451 @@
+//! The owner record: who holds (or last held) a lock, for humans and health checks.
+//!
+//! The record is diagnostics, never enforcement. Exclusion comes from the kernel
+//! lock; the record only answers "who, where, since when" and lets `inspect`
+//! recognise the litter a dead owner left behind.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::sys;
+
+/// The on-disk format version written into every lock file.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Records are padded with spaces to a multiple of this many bytes, so that
+/// rewriting a record in place almost never needs an `ftruncate`.
+const RECORD_BLOCK: usize = 512;
+
+/// A lock file larger than this is not one of ours; only this much is read.
+pub(crate) const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+/// Who holds, or last held, a lock.
+///
+/// Written into the lock file right after the kernel lock is taken (and into
+/// the key of an etcd lease by `lockfile-etcd`). A PID alone identifies nothing:
+/// PIDs are reused, restart at 1 in every container and mean nothing on
+/// another host. Together with the hostname, the boot id, the PID namespace and
+/// the process start time, they identify one process instance; the random
+/// `token` identifies one run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct OwnerRecord {
+    /// The holder's process id, as seen in its own PID namespace.
+    pub pid: u32,
+    /// The holder's hostname (`uname -n`).
+    pub hostname: String,
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`) when known.
+    /// A different boot id means the holder's machine rebooted since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// The inode of the holder's PID namespace (`/proc/self/ns/pid`) when known.
+    /// A PID recorded in another namespace cannot be checked from this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_namespace: Option<u64>,
+    /// The holder's start time in clock ticks since boot (field 22 of
+    /// `/proc/PID/stat`) when known. A live PID with another start time is a
+    /// different process that reused the number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
+    /// A random token for this one acquisition.
+    pub token: Uuid,
+    /// The job name given by the holder, if any.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// When the lock was taken (wall clock).
+    #[serde(with = "rfc3339")]
+    pub acquired_at: SystemTime,
+    /// How often the holder promised to call `heartbeat()`, in milliseconds.
+    /// `inspect` judges a silent heartbeat against this promise by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_interval_ms: Option<u64>,
+}
+
+impl OwnerRecord {
+    /// A fresh record for the calling process: its identity, a new random
+    /// token, `acquired_at` set to now.
+    ///
+    /// The identity (hostname, boot id, start time, PID namespace) is read once
+    /// per process and cached, so this is cheap enough for a lock's hot path.
+    pub fn current(job: Option<&str>, heartbeat_interval: Option<Duration>) -> OwnerRecord {
+        let me = sys::process_identity();
+        OwnerRecord {
+            pid: me.pid,
+            hostname: me.hostname.clone(),
+            boot_id: me.boot_id.clone(),
+            pid_namespace: me.pid_namespace,
+            start_time: me.start_time,
+            token: Uuid::new_v4(),
+            job: job.map(str::to_owned),
+            acquired_at: SystemTime::now(),
+            heartbeat_interval_ms: heartbeat_interval
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// The heartbeat interval the holder promised, if any.
+    pub fn heartbeat_interval(&self) -> Option<Duration> {
+        self.heartbeat_interval_ms.map(Duration::from_millis)
+    }
+
+    /// How long ago the lock was taken, or zero when `acquired_at` lies in the
+    /// future (clock skew between hosts, or a clock that stepped back).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.acquired_at).unwrap_or_default()
+    }
+
+    /// Whether this record was written on this host.
+    pub fn is_local(&self) -> bool {
+        self.hostname == sys::process_identity().hostname
+    }
+}
+
+impl fmt::Display for OwnerRecord {
+    /// One line for humans: `pid 123 on host "web-1", job "backup", since 2026-…Z`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "pid {} on host {:?}", self.pid, self.hostname)?;
+        if let Some(job) = &self.job {
+            write!(f, ", job {job:?}")?;
+        }
+        write!(f, ", since {}", rfc3339::display(self.acquired_at))
+    }
+}
+
+/// The whole content of a lock file: the record plus the file's own history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LockDocument {
+    /// [`FORMAT_VERSION`] when written.
+    pub(crate) format: u32,
+    /// Set when the owner released the lock cleanly; a record that was never
+    /// released but whose kernel lock is free is a dead owner's litter.
+    pub(crate) released: bool,
+    pub(crate) owner: OwnerRecord,
+    /// The last time a holder reported a successful run (see
+    /// `LockGuard::record_success`). Carried from one holder to the next.
+    #[serde(
+        default,
+        with = "rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) last_success: Option<SystemTime>,
+}
+
+/// The byte offset of the `released` flag's value in every encoded document.
+/// Release overwrites these five bytes with `true ` instead of rewriting the
+/// whole record: one small `pwrite`, no serialisation, no allocation.
+pub(crate) const RELEASED_FLAG_OFFSET: usize = RELEASED_PREFIX.len();
+const RELEASED_PREFIX: &str = "{\"format\":1,\"released\":";
+pub(crate) const RELEASED_TRUE: &[u8; 5] = b"true ";
+
+impl LockDocument {
+    pub(crate) fn new(owner: OwnerRecord, last_success: Option<SystemTime>) -> LockDocument {
+        LockDocument {
+            format: FORMAT_VERSION,
+            released: false,
+            owner,
+            last_success,
+        }
+    }
+
+    /// Encodes the document into `buf` (cleared first), padded with spaces and
+    /// a final newline to a multiple of [`RECORD_BLOCK`] bytes. Padding is valid
+    /// JSON whitespace, so `jq` and any JSON parser read the file as is.
+    pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) {
+        buf.clear();
+        serde_json::to_writer(&mut *buf, self).expect("a lock document always serialises");
+        debug_assert!(buf.starts_with(RELEASED_PREFIX.as_bytes()));
+        let padded = (buf.len() + 1).div_ceil(RECORD_BLOCK) * RECORD_BLOCK;
+        buf.resize(padded - 1, b' ');
+        buf.push(b'\n');
+    }
+
+    /// Decodes a lock file's content.
+    ///
+    /// # Errors
+    ///
+    /// Returns why the bytes are not a lock document: empty, too large, not
+    /// UTF-8, not JSON, or JSON of another shape.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<LockDocument, DecodeError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(DecodeError::Empty);
+        }
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(DecodeError::TooLarge(bytes.len()));
+        }
+        let doc: LockDocument =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+        if doc.format == 0 {
+            return Err(DecodeError::Malformed("format version 0".to_owned()));
+        }
+        Ok(doc)
+    }
+}
+
+/// Why some bytes are not a lock document.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The file is empty or holds only whitespace.
+    #[error("the file is empty")]
+    Empty,
+    /// The file is larger than any record this crate writes.
+    #[error("the file holds {0} bytes or more, larger than any owner record (at most {max})", max = MAX_RECORD_BYTES)]
+    TooLarge(usize),
+    /// The content is not a JSON owner record.
+    #[error("the content is not an owner record: {0}")]
+    Malformed(String),
+}
+
+/// Decodes the owner record from a lock file's content (as written by this
+/// crate), without touching any file. Useful for tools that copied a lock file
+/// away for a post-mortem.
+///
+/// # Errors
+///
+/// Returns a [`DecodeError`] when the bytes are not a lock document.
+///
+/// # Examples
+///
+/// ```
+/// let err = lockfile::decode_record(b"not json").unwrap_err();
+/// assert!(err.to_string().contains("not an owner record"));
+/// ```
+pub fn decode_record(bytes: &[u8]) -> Result<OwnerRecord, DecodeError> {
+    LockDocument::decode(bytes).map(|doc| doc.owner)
+}
+
+/// Timestamps as RFC 3339 strings in UTC, readable with `jq` and by humans.
+pub(crate) mod rfc3339 {
+    use super::*;
+    use serde::{Deserializer, Serializer, de::Error as _};
+
+    /// The latest time RFC 3339 (four-digit years) can spell.
+    const MAX_SECS: u64 = 253_402_300_799;
+
+    /// Clamps into the range RFC 3339 can represent, so formatting never
+    /// panics on a clock set before 1970 or a forged far-future value.
+    fn clamp(t: SystemTime) -> SystemTime {
+        match t.duration_since(UNIX_EPOCH) {
+            Err(_) => UNIX_EPOCH,
+            Ok(d) if d.as_secs() > MAX_SECS => UNIX_EPOCH + Duration::from_secs(MAX_SECS),
+            Ok(_) => t,
+        }
+    }
+
+    pub(crate) fn display(t: SystemTime) -> humantime::Rfc3339Timestamp {
+        humantime::format_rfc3339_micros(clamp(t))
+    }
+
+    pub(crate) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&display(*t))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        humantime::parse_rfc3339(&s).map_err(D::Error::custom)
+    }
+
+    pub(crate) mod option {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(
+            t: &Option<SystemTime>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => super::serialize(t, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<SystemTime>, D::Error> {
+            match Option::<std::borrow::Cow<'de, str>>::deserialize(d)? {
+                Some(s) => humantime::parse_rfc3339(&s)
+                    .map(Some)
+                    .map_err(D::Error::custom),
+                None => Ok(None),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> OwnerRecord {
+        OwnerRecord {
+            pid: 4242,
+            hostname: "build-01".to_owned(),
+            boot_id: Some("6b1d53ba-1163-46c1-b3d2-e33dfce01e56".to_owned()),
+            pid_namespace: Some(4026531836),
+            start_time: Some(123456),
+            token: Uuid::from_u128(0x1234),
+            job: Some("nightly".to_owned()),
+            acquired_at: UNIX_EPOCH + Duration::from_micros(1_764_511_652_123_456),
+            heartbeat_interval_ms: Some(30_000),
+        }
+    }
+
+    #[test]
+    fn encoded_document_is_padded_json_with_the_flag_at_a_fixed_offset() {
+        let doc = LockDocument::new(sample(), None);
+        let mut buf = Vec::new();
+        doc.encode_into(&mut buf);
+        assert_eq!(buf.len() % RECORD_BLOCK, 0);
+        assert_eq!(buf.last(), Some(&b'\n'));
+        assert_eq!(&buf[RELEASED_FLAG_OFFSET..][..5], b"false");
+        assert_eq!(LockDocument::decode(&buf).unwrap(), doc);
+
+        buf[RELEASED_FLAG_OFFSET..][..5].copy_from_slice(RELEASED_TRUE);
+        let released = LockDocument::decode(&buf).unwrap();
+        assert!(released.released);
+        assert_eq!(released.owner, doc.owner);
+    }
+
+    #[test]
+    fn a_long_record_grows_by_whole_blocks() {
+        let mut owner = sample();
+        owner.job = Some("j".repeat(600));
+        let mut buf = Vec::new();
+        LockDocument::new(owner, Some(SystemTime::now())).encode_into(&mut buf);
+        assert_eq!(buf.len(), 2 * RECORD_BLOCK);
+    }
+
+    #[test]
+    fn decode_names_why_bytes_are_not_a_record() {
+        assert_eq!(LockDocument::decode(b""), Err(DecodeError::Empty));
+        assert_eq!(LockDocument::decode(b" \n\t"), Err(DecodeError::Empty));
+        assert!(matches!(
+            LockDocument::decode(b"{\"format\":1"),
+            Err(DecodeError::Malformed(_))
+        ));
+        assert!(matches!(
+            LockDocument::decode(&[0xff, 0xfe, b'{']),
+            Err(DecodeError::Malformed(_))
+        ));
+        let huge = vec![b' '; MAX_RECORD_BYTES + 1];
+        assert_eq!(LockDocument::decode(&huge), Err(DecodeError::Empty));
+        let mut huge = vec![b'x'; MAX_RECORD_BYTES + 1];
+        huge[0] = b'{';
+        assert!(matches!(
+            LockDocument::decode(&huge),
+            Err(DecodeError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn negative_absurd_and_future_values_decode_or_fail_cleanly() {
+        let base = |owner: &str| format!(r#"{{"format":1,"released":false,"owner":{owner}}}"#);
+        let bad_pid = base(
+            r#"{"pid":-1,"hostname":"h","token":"00000000-0000-0000-0000-000000000001","acquired_at":"2026-01-01T00:00:00Z"}"#,
+        );
+        assert!(LockDocument::decode(bad_pid.as_bytes()).is_err());
+        let absurd = base(
+            r#"{"pid":1,"hostname":"h","token":"00000000-0000-0000-0000-000000000001","acquired_at":"2026-01-01T00:00:00Z","heartbeat_interval_ms":18446744073709551615,"start_time":18446744073709551615}"#,
+        );
+        let doc = LockDocument::decode(absurd.as_bytes()).unwrap();
+        assert_eq!(
+            doc.owner.heartbeat_interval(),
+            Some(Duration::from_millis(u64::MAX))
+        );
+        let future = base(
+            r#"{"pid":1,"hostname":"h","token":"00000000-0000-0000-0000-000000000001","acquired_at":"9999-12-31T23:59:59Z"}"#,
+        );
+        let doc = LockDocument::decode(future.as_bytes()).unwrap();
+        assert_eq!(doc.owner.age(SystemTime::now()), Duration::ZERO);
+        let before_epoch = base(
+            r#"{"pid":1,"hostname":"h","token":"00000000-0000-0000-0000-000000000001","acquired_at":"1969-12-31T23:59:59Z"}"#,
+        );
+        assert!(LockDocument::decode(before_epoch.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn times_out_of_rfc3339_range_are_clamped_not_panicked_on() {
+        let mut owner = sample();
+        owner.acquired_at = UNIX_EPOCH - Duration::from_secs(5);
+        let mut buf = Vec::new();
+        LockDocument::new(owner.clone(), None).encode_into(&mut buf);
+        assert_eq!(
+            LockDocument::decode(&buf).unwrap().owner.acquired_at,
+            UNIX_EPOCH
+        );
+        owner.acquired_at = UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
+        LockDocument::new(owner, None).encode_into(&mut buf);
+        assert!(LockDocument::decode(&buf).is_ok());
+    }
+
+    #[test]
+    fn current_describes_this_process() {
+        let rec = OwnerRecord::current(Some("job"), Some(Duration::from_secs(2)));
+        assert_eq!(rec.pid, std::process::id());
+        assert!(rec.is_local());
+        assert_eq!(rec.heartbeat_interval(), Some(Duration::from_secs(2)));
+        assert_ne!(rec.token, OwnerRecord::current(None, None).token);
+    }
+
+    fn arb_time() -> impl Strategy<Value = SystemTime> {
+        // Microsecond precision, within RFC 3339's four-digit years.
+        (0u64..253_402_300_799_000_000).prop_map(|us| UNIX_EPOCH + Duration::from_micros(us))
+    }
+
+    prop_compose! {
+        fn arb_record()(
+            pid in any::<u32>(),
+            hostname in ".{0,64}",
+            boot_id in proptest::option::of("[0-9a-f-]{36}"),
+            pid_namespace in proptest::option::of(any::<u64>()),
+            start_time in proptest::option::of(any::<u64>()),
+            token in any::<u128>(),
+            job in proptest::option::of(".{0,200}"),
+            acquired_at in arb_time(),
+            heartbeat_interval_ms in proptest::option::of(any::<u64>()),
+        ) -> OwnerRecord {
+            OwnerRecord {
+                pid, hostname, boot_id, pid_namespace, start_time,
+                token: Uuid::from_u128(token), job, acquired_at, heartbeat_interval_ms,
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn documents_round_trip(
+            owner in arb_record(),
+            released in any::<bool>(),
+            last_success in proptest::option::of(arb_time()),
+        ) {
+            let mut doc = LockDocument::new(owner, last_success);
+            doc.released = released;
+            let mut buf = Vec::new();
+            doc.encode_into(&mut buf);
+            prop_assert_eq!(buf.len() % RECORD_BLOCK, 0);
+            prop_assert_eq!(LockDocument::decode(&buf), Ok(doc));
+        }
+
+        #[test]
+        fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = LockDocument::decode(&bytes);
+        }
+
+        #[test]
+        fn decoding_mutated_records_never_panics(
+            owner in arb_record(),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        ) {
+            let mut buf = Vec::new();
+            LockDocument::new(owner, None).encode_into(&mut buf);
+            for (at, byte) in flips {
+                let i = at.index(buf.len());
+                buf[i] = byte;
+            }
+            let _ = LockDocument::decode(&buf);
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Linux: `/proc` for identities and lock holders, a POSIX timer for bounded waits.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use rustix::fs::FlockOperation;
+
+pub(super) fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned()).filter(|id| !id.is_empty())
+}
+
+/// The inode of a process's PID namespace: ours when `pid` is `None`.
+pub(crate) fn pid_namespace(pid: Option<u32>) -> Option<u64> {
+    let path = match pid {
+        None => "/proc/self/ns/pid".to_owned(),
+        Some(pid) => format!("/proc/{pid}/ns/pid"),
+    };
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+/// Field 22 of `/proc/PID/stat`: start time in clock ticks since boot.
+pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses; fields
+    // after it start behind the last ')'.
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The PID a process has inside its own (innermost) PID namespace, from the
+/// `NSpid:` line of `/proc/PID/status`.
+pub(crate) fn innermost_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// The short command name of a process (`/proc/PID/comm`).
+pub(crate) fn command_name(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(comm.trim_end().to_owned())
+}
+
+pub(super) fn filesystem_type(file: &File) -> Option<u64> {
+    rustix::fs::fstatfs(file).ok().map(|s| s.f_type as u64)
+}
+
+/// One `flock` lock as `/proc/locks` (and the `lock:` lines of
+/// `/proc/PID/fdinfo/FD`) print it.
+#[derive(Debug, PartialEq, Eq)]
+struct FlockLine {
+    /// The PID that took the lock, translated into our namespace; zero or
+    /// negative when that process is not visible from here.
+    pid: i64,
+    dev: u64,
+    ino: u64,
+}
+
+/// Parses `2: FLOCK  ADVISORY  WRITE 1831 fe:00:10010694 0 EOF`. Waiters
+/// (`2: -> FLOCK ...`) and POSIX/OFD locks, which do not conflict with
+/// `flock` on Linux, are skipped.
+fn parse_flock_line(line: &str) -> Option<FlockLine> {
+    let mut fields = line.split_whitespace();
+    fields.next()?; // "N:"
+    if fields.next()? != "FLOCK" {
+        return None;
+    }
+    fields.next()?; // ADVISORY
+    fields.next()?; // READ or WRITE: either blocks an exclusive lock
+    let pid = fields.next()?.parse().ok()?;
+    let mut dev_ino = fields.next()?.split(':');
+    let major = u32::from_str_radix(dev_ino.next()?, 16).ok()?;
+    let minor = u32::from_str_radix(dev_ino.next()?, 16).ok()?;
+    let ino = dev_ino.next()?.parse().ok()?;
+    Some(FlockLine {
+        pid,
+        dev: rustix::fs::makedev(major, minor),
+        ino,
+    })
+}
+
+/// A snapshot of the kernel's `flock` table, read from `/proc/locks` once and
+/// shared by every file of a directory scan. Reading it takes no lock, so it
+/// never makes a concurrent `try_acquire` fail.
+#[derive(Debug, Default)]
+pub(crate) struct KernelLocks {
+    held: HashMap<(u64, u64), Vec<i64>>,
+}
+
+/// Whether the kernel lock on a file is held, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KernelHold {
+    Free,
+    /// Held. The PIDs are the processes that took the lock, as the kernel
+    /// recorded them; a non-positive PID is one not visible from here.
+    Held(Vec<i64>),
+}
+
+impl KernelLocks {
+    /// # Errors
+    ///
+    /// When `/proc/locks` cannot be read (no `/proc` mounted).
+    pub(crate) fn snapshot() -> io::Result<KernelLocks> {
+        let text = std::fs::read_to_string("/proc/locks")?;
+        let mut held: HashMap<(u64, u64), Vec<i64>> = HashMap::new();
+        for lock in text.lines().filter_map(parse_flock_line) {
+            held.entry((lock.dev, lock.ino)).or_default().push(lock.pid);
+        }
+        Ok(KernelLocks { held })
+    }
+
+    pub(crate) fn hold(&self, _file: &File, dev: u64, ino: u64) -> KernelHold {
+        match self.held.get(&(dev, ino)) {
+            Some(pids) => KernelHold::Held(pids.clone()),
+            None => KernelHold::Free,
+        }
+    }
+}
+
+/// Every process that has a descriptor holding the `flock` lock on (dev, ino).
+///
+/// `/proc/locks` names only the process that took a lock. When it has exited
+/// but a child inherited the descriptor (a daemon started by a cron job),
+/// the lock is still held and only `/proc/PID/fdinfo` shows by whom. This walks
+/// every process's descriptors, so it is only used when the recorded taker is
+/// gone. Processes we may not look into are skipped.
+pub(crate) fn processes_holding(dev: u64, ino: u64) -> Vec<u32> {
+    let mut holders = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return holders;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            // stat() follows the magic link to the open file itself.
+            let same_file =
+                std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
+            same_file
+                && std::fs::read_to_string(format!(
+                    "/proc/{pid}/fdinfo/{}",
+                    fd.file_name().to_string_lossy()
+                ))
+                .is_ok_and(|info| {
+                    info.lines()
+                        .filter_map(|l| l.strip_prefix("lock:"))
+                        .filter_map(parse_flock_line)
+                        .any(|l| l.dev == dev && l.ino == ino)
+                })
+        });
+        if holds {
+            holders.push(pid);
+        }
+    }
+    holders
+}
+
+/// The signal that wakes a bounded wait. A real-time signal, because those
+/// are the least likely to be in use by the application.
+fn wake_signal() -> libc::c_int {
+    libc::SIGRTMAX() - 3
+}
+
+extern "C" fn wake_handler(_: libc::c_int) {}
+
+/// Makes sure `wake_signal()` runs our no-op handler, installing it when the
+/// signal has its default disposition. Returns false when the application
+/// uses the signal itself: bounded waits then fall back to polling.
+fn wake_signal_ready() -> bool {
+    let sig = wake_signal();
+    let handler = wake_handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: a zeroed sigaction is a valid "no handler, empty mask" value,
+    // and sigaction only reads `new` and writes `old`, both live locals.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
+            return false;
+        }
+        if old.sa_sigaction == handler {
+            return true;
+        }
+        if old.sa_sigaction != libc::SIG_DFL {
+            return false;
+        }
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = handler;
+        // No SA_RESTART: the whole point is that flock(2) returns EINTR.
+        new.sa_flags = 0;
+        libc::sigemptyset(&mut new.sa_mask);
+        libc::sigaction(sig, &new, std::ptr::null_mut()) == 0
+    }
+}
+
+/// A POSIX timer that sends `wake_signal()` to the calling thread at a deadline
+/// and every millisecond after it, with the signal unblocked in this thread.
+/// The repeats close the race where the first signal lands just before the
+/// thread enters flock(2).
+struct WakeTimer {
+    timer: libc::timer_t,
+    old_mask: libc::sigset_t,
+}
+
+impl WakeTimer {
+    fn arm(after: Duration) -> io::Result<WakeTimer> {
+        let sig = wake_signal();
+        // SAFETY: every pointer handed to libc points at a live local or
+        // field; the sigevent is fully initialised (zeroed, then filled in).
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            let mut old_mask: libc::sigset_t = std::mem::zeroed();
+            let rc = libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, &mut old_mask);
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            let mut sev: libc::sigevent = std::mem::zeroed();
+            sev.sigev_notify = libc::SIGEV_THREAD_ID;
+            sev.sigev_signo = sig;
+            sev.sigev_notify_thread_id = rustix::thread::gettid().as_raw_nonzero().get();
+            let mut timer: libc::timer_t = std::ptr::null_mut();
+            if libc::timer_create(libc::CLOCK_MONOTONIC, &mut sev, &mut timer) != 0 {
+                let err = io::Error::last_os_error();
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
+                return Err(err);
+            }
+            let wake = WakeTimer { timer, old_mask };
+            let after = after.max(Duration::from_nanos(1));
+            let spec = libc::itimerspec {
+                it_value: libc::timespec {
+                    tv_sec: after.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+                    tv_nsec: after.subsec_nanos().into(),
+                },
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                },
+            };
+            if libc::timer_settime(wake.timer, 0, &spec, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(wake)
+        }
+    }
+}
+
+impl Drop for WakeTimer {
+    fn drop(&mut self) {
+        // SAFETY: `timer` came from timer_create and is deleted exactly once;
+        // `old_mask` is the mask pthread_sigmask returned in `arm`.
+        unsafe {
+            // Delete first, while the signal is still unblocked: a signal that
+            // was already pending is delivered (to the no-op handler) as this
+            // syscall returns, instead of interrupting the caller's next one.
+            libc::timer_delete(self.timer);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Blocks in flock(2) until the lock is taken (`Ok(true)`) or the deadline
+/// passes (`Ok(false)`). The wait is the kernel's own: it wakes the moment
+/// the holder releases, and uses no CPU meanwhile.
+pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
+    let now = Instant::now();
+    if now >= deadline || !wake_signal_ready() {
+        return super::poll_until(file, deadline);
+    }
+    let _timer = WakeTimer::arm(deadline - now)?;
+    loop {
+        match rustix::fs::flock(file, FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::INTR) if Instant::now() >= deadline => return Ok(false),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_locks_lines() {
+        assert_eq!(
+            parse_flock_line("2: FLOCK  ADVISORY  WRITE 1831 fe:00:10010694 0 EOF"),
+            Some(FlockLine {
+                pid: 1831,
+                dev: rustix::fs::makedev(0xfe, 0),
+                ino: 10010694
+            })
+        );
+        assert_eq!(
+            parse_flock_line("1: FLOCK  ADVISORY  READ -1 00:2d:77 0 EOF").map(|l| l.pid),
+            Some(-1)
+        );
+        assert_eq!(
+            parse_flock_line("2: -> FLOCK  ADVISORY  WRITE 1861 fe:00:10010694 0 EOF"),
+            None
+        );
+        assert_eq!(
+            parse_flock_line("1: POSIX  ADVISORY  WRITE 1836 fe:00:382078 0 EOF"),
+            None
+        );
+        assert_eq!(parse_flock_line("garbage"), None);
+        assert_eq!(parse_flock_line(""), None);
+    }
+
+    #[test]
+    fn reads_our_own_identity() {
+        let pid = std::process::id();
+        assert!(process_start_time(pid).is_some());
+        assert_eq!(innermost_pid(pid), Some(pid));
+        assert_eq!(pid_namespace(Some(pid)), pid_namespace(None));
+        assert!(boot_id().is_some());
+    }
+
+    #[test]
+    fn a_bounded_wait_on_a_held_lock_times_out_and_leaves_no_signal_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lock");
+        let holder = File::create(&path).unwrap();
+        holder.lock().unwrap();
+        let waiter = File::open(&path).unwrap();
+        let start = Instant::now();
+        let got = lock_until(&waiter, start + Duration::from_millis(30)).unwrap();
+        assert!(!got);
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        // A syscall after the wait is not interrupted by a late timer signal.
+        std::thread::sleep(Duration::from_millis(5));
+        drop(holder);
+        assert!(lock_until(&waiter, Instant::now() + Duration::from_secs(5)).unwrap());
+    }
+}

@@ -1,0 +1,176 @@
+//! Platform calls. Everything `unsafe` in this crate lives under this module.
+//!
+//! `linux.rs` is the tested platform: it reads `/proc` to learn who holds a
+//! kernel lock and uses a per-thread POSIX timer for bounded waits.
+//! `other.rs` keeps other Unix systems compiling with documented fallbacks.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub(crate) use linux::*;
+
+#[cfg(not(target_os = "linux"))]
+mod other;
+#[cfg(not(target_os = "linux"))]
+pub(crate) use other::*;
+
+/// What this process looks like in an owner record.
+#[derive(Debug)]
+pub(crate) struct ProcessIdentity {
+    pub(crate) pid: u32,
+    pub(crate) hostname: String,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) pid_namespace: Option<u64>,
+    pub(crate) start_time: Option<u64>,
+}
+
+/// The calling process's identity, read once and cached. The cache is keyed by
+/// PID so that a forked child never writes its parent's identity.
+pub(crate) fn process_identity() -> Arc<ProcessIdentity> {
+    static CACHE: Mutex<Option<Arc<ProcessIdentity>>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut cached = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match &*cached {
+        Some(id) if id.pid == pid => Arc::clone(id),
+        _ => {
+            let id = Arc::new(ProcessIdentity {
+                pid,
+                hostname: hostname(),
+                boot_id: boot_id(),
+                pid_namespace: pid_namespace(None),
+                start_time: process_start_time(pid),
+            });
+            *cached = Some(Arc::clone(&id));
+            id
+        }
+    }
+}
+
+fn hostname() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether a process with this PID exists in our PID namespace. EPERM means it
+/// exists but belongs to another user: alive. Tools that read EPERM as "dead"
+/// have deleted live locks.
+pub(crate) fn pid_exists(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// Refreshes the file's modification time to `now`, the heartbeat. One
+/// syscall, no allocation. An explicit time rather than `UTIME_NOW`, because
+/// the kernel's coarse clock would round it to a few milliseconds.
+pub(crate) fn touch(file: &File, now: SystemTime) -> io::Result<()> {
+    let since_epoch = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let ts = rustix::fs::Timespec {
+        tv_sec: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: since_epoch.subsec_nanos().into(),
+    };
+    let times = rustix::fs::Timestamps {
+        last_access: ts,
+        last_modification: ts,
+    };
+    rustix::fs::futimens(file, &times).map_err(io::Error::from)
+}
+
+/// Reads up to `buf.len()` bytes from the start of the file, retrying short
+/// reads, and returns how many it got. Bounded by the buffer, never the file.
+pub(crate) fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// What `std::fs::FileType` calls a non-regular file, for error messages.
+pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if ft.is_dir() {
+        "directory"
+    } else if ft.is_symlink() {
+        "symbolic link"
+    } else if ft.is_fifo() {
+        "FIFO"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_char_device() {
+        "character device"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_file() {
+        "regular file"
+    } else {
+        "special file"
+    }
+}
+
+/// The filesystems where a kernel lock may not cross hosts, or may not exist.
+pub(crate) fn network_filesystem(file: &File) -> Option<&'static str> {
+    filesystem_type(file).and_then(|magic| {
+        Some(match magic {
+            0x6969 => "nfs",
+            0x517B => "smb",
+            0xFF53_4D42 => "cifs",
+            0xFE53_4D42 => "smb2",
+            0x6573_5546 => "fuse",
+            0x00C3_6400 => "ceph",
+            0x0102_1997 => "9p",
+            0x6B41_4653 => "afs",
+            0x0116_1970 => "gfs2",
+            0x7461_636F => "ocfs2",
+            0x0BD0_0BD0 => "lustre",
+            _ => return None,
+        })
+    })
+}
+
+/// The fallback bounded wait: try, then sleep with exponential backoff
+/// (1 ms doubling to 50 ms), never past the deadline. Used where the kernel
+/// wait cannot be interrupted (no POSIX per-thread timers, or the wake signal
+/// is taken by the application).
+pub(crate) fn poll_until(file: &File, deadline: std::time::Instant) -> io::Result<bool> {
+    use std::time::{Duration, Instant};
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}

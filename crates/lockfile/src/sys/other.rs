@@ -1,0 +1,66 @@
+//! Other Unix systems: `flock(2)` exists, `/proc` does not. The fallbacks are
+//! documented in the crate docs ("Platform notes").
+
+use std::fs::File;
+use std::io;
+use std::time::Instant;
+
+pub(super) fn boot_id() -> Option<String> {
+    None
+}
+
+pub(crate) fn pid_namespace(_pid: Option<u32>) -> Option<u64> {
+    None
+}
+
+pub(crate) fn process_start_time(_pid: u32) -> Option<u64> {
+    None
+}
+
+pub(crate) fn innermost_pid(_pid: u32) -> Option<u32> {
+    None
+}
+
+pub(crate) fn command_name(_pid: u32) -> Option<String> {
+    None
+}
+
+pub(super) fn filesystem_type(_file: &File) -> Option<u64> {
+    None
+}
+
+/// Without `/proc/locks` the only way to learn whether a file is locked is to
+/// probe it with a shared, non-blocking lock. The probe lasts microseconds,
+/// but a `try_acquire` in that window reports contention.
+#[derive(Debug, Default)]
+pub(crate) struct KernelLocks;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KernelHold {
+    Free,
+    Held(Vec<i64>),
+}
+
+impl KernelLocks {
+    pub(crate) fn snapshot() -> io::Result<KernelLocks> {
+        Ok(KernelLocks)
+    }
+
+    pub(crate) fn hold(&self, file: &File, _dev: u64, _ino: u64) -> KernelHold {
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = file.unlock();
+                KernelHold::Free
+            }
+            Err(_) => KernelHold::Held(Vec::new()),
+        }
+    }
+}
+
+pub(crate) fn processes_holding(_dev: u64, _ino: u64) -> Vec<u32> {
+    Vec::new()
+}
+
+pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
+    super::poll_until(file, deadline)
+}

@@ -129,7 +129,7 @@ impl LockGuard {
     ///
     /// [`Error`] with [`Operation::Write`] when the record cannot be written.
     pub fn record_success(&mut self) -> Result<()> {
-        self.doc.last_success = Some(SystemTime::now());
+        self.doc.last_success = Some(crate::record::now());
         let mut buf = Vec::new();
         self.doc.encode_into(&mut buf);
         self.file

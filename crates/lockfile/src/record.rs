@@ -80,7 +80,7 @@ impl OwnerRecord {
             start_time: me.start_time,
             token: Uuid::new_v4(),
             job: job.map(str::to_owned),
-            acquired_at: SystemTime::now(),
+            acquired_at: now(),
             heartbeat_interval_ms: heartbeat_interval
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         }
@@ -112,6 +112,15 @@ impl fmt::Display for OwnerRecord {
         }
         write!(f, ", since {}", rfc3339::display(self.acquired_at))
     }
+}
+
+/// The current time, truncated to the microseconds a record keeps, so that a
+/// record read back equals the one written.
+pub(crate) fn now() -> SystemTime {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    UNIX_EPOCH + Duration::from_micros(u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// The whole content of a lock file: the record plus the file's own history.

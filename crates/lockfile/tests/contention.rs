@@ -1,0 +1,197 @@
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use lockfile::{Error, LockGuard, LockOptions, LockState};
+
+use crate::support::{ChildHolder, assert_acquirable, lock_path, tempdir};
+
+#[test]
+fn try_acquire_reports_contention_and_names_the_child_holder() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (child, token) = ChildHolder::hold(&path, "nightly");
+
+    let err = LockGuard::try_acquire(&path).unwrap_err();
+    assert!(err.is_contended(), "{err:?}");
+    let owner = err.owner().expect("the holder's record");
+    assert_eq!(owner.pid, child.pid());
+    assert_eq!(owner.token.to_string(), token);
+    assert_eq!(owner.job.as_deref(), Some("nightly"));
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("pid {}", child.pid())), "{msg}");
+    assert!(msg.contains("nightly"), "{msg}");
+    assert!(matches!(err, Error::Contended { .. }));
+}
+
+#[test]
+fn sigkill_of_the_holder_frees_the_lock_at_once() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (child, _) = ChildHolder::hold(&path, "victim");
+    let pid = child.pid();
+    child.kill();
+
+    // The file is litter now; the kernel already released the lock.
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Stale);
+    assert!(
+        report.findings.iter().any(|f| f.kind() == "owner_dead"),
+        "{:?}",
+        report.findings
+    );
+    let guard = LockGuard::try_acquire(&path).expect("acquire right after the kill");
+    assert_ne!(guard.record().pid, pid);
+}
+
+#[test]
+fn a_bounded_wait_wakes_when_the_holder_releases() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let mut child = ChildHolder::spawn(&format!("hold-for\t{}\t300\tkeep", path.display()));
+    child.expect_line("ready ");
+    let started = Instant::now();
+    let guard = LockOptions::new()
+        .timeout(Duration::from_secs(30))
+        .acquire(&path)
+        .expect("the holder releases long before the timeout");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(guard.record().pid, std::process::id());
+    assert_eq!(child.wait(), 0);
+}
+
+#[test]
+fn a_bounded_wait_times_out_with_the_holder_named() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (child, _) = ChildHolder::hold(&path, "slow");
+    let err = LockOptions::new()
+        .timeout(Duration::from_millis(150))
+        .acquire(&path)
+        .unwrap_err();
+    match &err {
+        Error::Timeout { waited, owner, .. } => {
+            assert!(*waited >= Duration::from_millis(150));
+            assert_eq!(owner.as_ref().unwrap().pid, child.pid());
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(err.is_contended());
+}
+
+#[test]
+fn a_waiter_on_an_unlinked_file_retries_on_the_new_one() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    // The holder releases by unlinking the file while we wait on its inode.
+    let mut child = ChildHolder::spawn(&format!("hold-for\t{}\t200\tremove", path.display()));
+    child.expect_line("ready ");
+    let guard = LockGuard::acquire(&path).unwrap();
+    assert_eq!(child.wait(), 0);
+    let at_path = std::fs::metadata(&path).expect("our retry created a fresh file");
+    let fd = std::fs::File::open(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&guard)
+    ))
+    .unwrap();
+    assert_eq!(fd.metadata().unwrap().ino(), at_path.ino());
+    assert!(LockGuard::try_acquire(&path).unwrap_err().is_contended());
+}
+
+#[test]
+fn release_marks_the_record_released_and_keeps_the_last_owner() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let guard = LockOptions::new().job("tidy").acquire(&path).unwrap();
+    let token = guard.record().token;
+    guard.release().unwrap();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Free);
+    assert!(report.released);
+    assert_eq!(report.owner.unwrap().token, token);
+    assert_acquirable(&path);
+}
+
+#[test]
+fn dropping_the_guard_releases_too() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    drop(LockGuard::acquire(&path).unwrap());
+    assert_eq!(lockfile::inspect(&path).unwrap().state, LockState::Free);
+    assert_acquirable(&path);
+}
+
+#[test]
+fn heartbeat_moves_the_modification_time() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let guard = LockGuard::acquire(&path).unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(600);
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    file.set_modified(old).unwrap();
+    assert!(lockfile::inspect(&path).unwrap().heartbeat_age.unwrap() >= Duration::from_secs(600));
+    guard.heartbeat().unwrap();
+    assert!(lockfile::inspect(&path).unwrap().heartbeat_age.unwrap() < Duration::from_secs(600));
+}
+
+#[test]
+fn success_is_carried_from_one_holder_to_the_next() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let mut guard = LockGuard::acquire(&path).unwrap();
+    assert_eq!(guard.last_success(), None);
+    guard.record_success().unwrap();
+    let first = guard.last_success().unwrap();
+    guard.release().unwrap();
+    let guard = LockGuard::acquire(&path).unwrap();
+    assert_eq!(guard.last_success(), Some(first));
+    drop(guard);
+    assert_eq!(lockfile::inspect(&path).unwrap().last_success, Some(first));
+}
+
+#[test]
+fn a_missing_directory_is_named_in_the_error() {
+    let dir = tempdir();
+    let path = dir.path().join("no/such/dir/job.lock");
+    let err = LockGuard::try_acquire(&path).unwrap_err();
+    assert!(matches!(err, Error::DirectoryNotFound { .. }), "{err:?}");
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+    assert!(!dir.path().join("no").exists());
+}
+
+#[test]
+fn several_processes_never_overlap_while_reap_loops() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "shared.lock");
+    let marker = dir.path().join("inside.marker");
+    let children: Vec<ChildHolder> = (0..4)
+        .map(|_| {
+            ChildHolder::spawn(&format!(
+                "contend\t{}\t{}\t150",
+                path.display(),
+                marker.display()
+            ))
+        })
+        .collect();
+    let mut children = children;
+    let (mut reaped, mut killed) = (0, 0);
+    while killed < 10
+        || children
+            .iter_mut()
+            .any(|c| c.child.try_wait().unwrap().is_none())
+    {
+        // Leave litter behind: a holder that dies without releasing.
+        if killed < 10 {
+            let (holder, _) = ChildHolder::hold(&path, "doomed");
+            holder.kill();
+            killed += 1;
+        }
+        let report = lockfile::reap(dir.path(), lockfile::ReapOptions::new().remove(true)).unwrap();
+        reaped += report.removed();
+        let _ = lockfile::inspect(&path).unwrap();
+    }
+    for child in children {
+        assert_eq!(child.wait(), 0, "a child saw an overlap or failed");
+    }
+    assert_eq!(killed, 10);
+    eprintln!("reaped {reaped} stale files while contending");
+}

@@ -1,0 +1,176 @@
+use std::process::Command;
+use std::time::Duration;
+
+use lockfile::{InspectOptions, LockGuard, LockState};
+
+use crate::support::{ChildHolder, lock_path, tempdir};
+
+#[test]
+fn inspect_of_a_held_lock_shows_the_holders_pid_host_and_token() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (child, token) = ChildHolder::hold(&path, "reporting");
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    let owner = report.owner.as_ref().unwrap();
+    assert_eq!(owner.pid, child.pid());
+    assert_eq!(owner.token.to_string(), token);
+    assert_eq!(owner.hostname, hostname());
+    assert_eq!(report.holders.len(), 1);
+    assert_eq!(report.holders[0].pid, child.pid());
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+
+    // Inspecting takes no lock: the child still holds it, we still cannot.
+    assert!(LockGuard::try_acquire(&path).unwrap_err().is_contended());
+}
+
+#[test]
+fn a_live_pid_that_belongs_to_another_process_is_owner_dead() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (child, _) = ChildHolder::hold(&path, "reused");
+    child.kill();
+    // Simulate PID reuse: point the dead owner's record at a live process
+    // that started at another time (PID 1, the oldest there is).
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["owner"]["pid"] = 1.into();
+    std::fs::write(&path, doc.to_string()).unwrap();
+
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Stale);
+    let dead = report
+        .findings
+        .iter()
+        .find(|f| f.kind() == "owner_dead")
+        .expect("owner_dead although the pid is alive");
+    assert!(dead.to_string().contains("another process"), "{dead}");
+}
+
+#[test]
+fn a_hung_holder_is_heartbeat_silent_and_an_old_one_is_aged() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (_child, _) = ChildHolder::hold(&path, "hung");
+    // Age the heartbeat (the file's mtime) by ten minutes.
+    let file = std::fs::File::options().write(true).open(&path).unwrap();
+    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(600))
+        .unwrap();
+
+    let report = InspectOptions::new()
+        .stale_after(Duration::from_secs(60))
+        .max_age(Duration::ZERO)
+        .inspect(&path)
+        .unwrap();
+    let kinds: Vec<_> = report.findings.iter().map(|f| f.kind()).collect();
+    assert!(kinds.contains(&"heartbeat_silent"), "{kinds:?}");
+    assert!(kinds.contains(&"aged"), "{kinds:?}");
+    assert_eq!(report.severity(), Some(lockfile::Severity::Critical));
+    // The child promised a heartbeat every 60 s: by default silence is judged
+    // against three intervals, so ten minutes is silent too.
+    let report = lockfile::inspect(&path).unwrap();
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.kind() == "heartbeat_silent")
+    );
+}
+
+#[test]
+fn silence_alarm_findings() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let day = Duration::from_secs(86_400);
+    let kinds = |path: &std::path::Path| -> Vec<&'static str> {
+        InspectOptions::new()
+            .expect_every(day)
+            .inspect(path)
+            .unwrap()
+            .findings
+            .iter()
+            .map(|f| f.kind())
+            .collect()
+    };
+    assert_eq!(kinds(&path), ["never_succeeded"], "absent file");
+    LockGuard::acquire(&path).unwrap().release().unwrap();
+    assert_eq!(kinds(&path), ["never_succeeded"], "never recorded");
+    let mut guard = LockGuard::acquire(&path).unwrap();
+    guard.record_success().unwrap();
+    guard.release().unwrap();
+    assert!(kinds(&path).is_empty());
+    // Age the recorded success by two days.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["last_success"] = "2001-01-01T00:00:00Z".into();
+    std::fs::write(&path, doc.to_string()).unwrap();
+    assert_eq!(kinds(&path), ["silent"]);
+}
+
+#[test]
+fn inspect_dir_reports_every_lock_file_and_errors_per_file() {
+    let dir = tempdir();
+    let held = lock_path(&dir, "a-held.lock");
+    let (_child, _) = ChildHolder::hold(&held, "a");
+    LockGuard::acquire(lock_path(&dir, "b-free.lock"))
+        .unwrap()
+        .release()
+        .unwrap();
+    std::fs::write(lock_path(&dir, "c-debris.lock"), "garbage").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", lock_path(&dir, "d-link.lock")).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a lock").unwrap();
+
+    let reports = lockfile::inspect_dir(dir.path()).unwrap();
+    assert_eq!(reports.len(), 4);
+    let states: Vec<_> = reports[..3]
+        .iter()
+        .map(|r| r.as_ref().unwrap().state)
+        .collect();
+    assert_eq!(
+        states,
+        [LockState::Held, LockState::Free, LockState::Debris]
+    );
+    assert!(matches!(reports[3], Err(lockfile::Error::Symlink { .. })));
+
+    let missing = lockfile::inspect_dir(dir.path().join("missing")).unwrap_err();
+    assert!(
+        matches!(missing, lockfile::Error::DirectoryNotFound { .. }),
+        "{missing:?}"
+    );
+}
+
+#[test]
+fn inspect_names_a_background_process_that_inherited_the_lock() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    // flock(1) takes the lock, then its shell starts a background sleep that
+    // inherits the descriptor, and everything but the sleep exits.
+    let pid_file = dir.path().join("bg.pid");
+    let status = Command::new("flock")
+        .arg(&path)
+        .args(["-c", "sleep 60 >/dev/null 2>&1 & echo $! > \"$PID_FILE\""])
+        .env("PID_FILE", &pid_file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bg: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(
+        report.holders.iter().map(|h| h.pid).collect::<Vec<_>>(),
+        [bg]
+    );
+    assert_eq!(report.holders[0].command.as_deref(), Some("sleep"));
+    let _ = Command::new("kill").arg(bg.to_string()).status();
+}
+
+fn hostname() -> String {
+    String::from_utf8(Command::new("uname").arg("-n").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_owned()
+}

@@ -1,0 +1,193 @@
+//! Helpers shared by the integration tests: real child processes that hold,
+//! contend for and release locks, re-running this very test binary.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use lockfile::{LockGuard, LockOptions};
+
+/// The environment variable that turns this test binary into a child holder.
+const CHILD_ENV: &str = "LOCKFILE_TEST_CHILD";
+
+/// Called by the `child_process_entry` test: when the variable is set, act as
+/// a child and exit; otherwise return at once (a normal test run).
+pub(crate) fn child_entry() {
+    let Ok(action) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let code = run_child(&action);
+    std::process::exit(code);
+}
+
+/// A child process running one of the actions below.
+pub(crate) struct ChildHolder {
+    pub(crate) child: Child,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ChildHolder {
+    /// Spawns `action` (e.g. `hold <path> <job>`) in a child process.
+    pub(crate) fn spawn(action: &str) -> ChildHolder {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
+            .env(CHILD_ENV, action)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn child test process");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        ChildHolder { child, stdout }
+    }
+
+    /// Spawns a child holding the lock at `path` and waits until it holds it.
+    /// Returns the child and the token it wrote.
+    pub(crate) fn hold(path: &Path, job: &str) -> (ChildHolder, String) {
+        let mut holder = ChildHolder::spawn(&format!("hold\t{}\t{job}", path.display()));
+        let line = holder.expect_line("ready ");
+        (holder, line.trim_start_matches("ready ").to_owned())
+    }
+
+    /// Reads stdout until a line starting with `prefix`.
+    pub(crate) fn expect_line(&mut self, prefix: &str) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "child exited before printing {prefix:?}");
+            if line.starts_with(prefix) {
+                return line.trim_end().to_owned();
+            }
+        }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILLs the child and reaps it.
+    pub(crate) fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits for the child to exit and returns its exit code.
+    pub(crate) fn wait(mut self) -> i32 {
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
+impl Drop for ChildHolder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn run_child(action: &str) -> i32 {
+    let parts: Vec<&str> = action.split('\t').collect();
+    match parts.as_slice() {
+        // Take the lock, say so, and hold it until killed.
+        ["hold", path, job] => {
+            let guard = LockOptions::new()
+                .job(*job)
+                .heartbeat_interval(Duration::from_secs(60))
+                .acquire(path)
+                .expect("child acquire");
+            println!("ready {}", guard.record().token);
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        // Hold the lock for a while, then release it (optionally unlinking).
+        ["hold-for", path, millis, remove] => {
+            let guard = LockOptions::new()
+                .remove_on_release(*remove == "remove")
+                .acquire(path)
+                .expect("child acquire");
+            println!("ready {}", guard.record().token);
+            std::thread::sleep(Duration::from_millis(millis.parse().unwrap()));
+            guard.release().expect("child release");
+            0
+        }
+        // Contend: take the lock `rounds` times (mixing try, bounded and
+        // blocking waits, some releases unlinking the file), and check with an
+        // O_EXCL marker that nobody else is inside at the same time.
+        ["contend", path, marker, rounds] => {
+            contend(Path::new(path), Path::new(marker), rounds.parse().unwrap())
+        }
+        _ => {
+            eprintln!("unknown child action {action:?}");
+            2
+        }
+    }
+}
+
+fn contend(path: &Path, marker: &Path, rounds: u32) -> i32 {
+    let mut done = 0;
+    let mut attempt = 0u32;
+    while done < rounds {
+        attempt += 1;
+        let mut opts = LockOptions::new();
+        opts.remove_on_release(attempt.is_multiple_of(5));
+        let got = match attempt % 3 {
+            0 => opts.try_acquire(path),
+            1 => opts.timeout(Duration::from_millis(200)).acquire(path),
+            _ => opts.acquire(path),
+        };
+        let guard = match got {
+            Ok(g) => g,
+            Err(e) if e.is_contended() => continue,
+            Err(e) => {
+                eprintln!("acquire failed: {e}");
+                return 3;
+            }
+        };
+        if let Err(e) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(marker)
+        {
+            eprintln!("OVERLAP: marker {} already exists: {e}", marker.display());
+            return 1;
+        }
+        std::thread::yield_now();
+        std::fs::remove_file(marker).unwrap();
+        guard.release().unwrap();
+        done += 1;
+    }
+    0
+}
+
+/// A fresh temporary directory for one test.
+pub(crate) fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+pub(crate) fn lock_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+/// Whether util-linux flock(1) is available; tests that need it fail loudly
+/// without it rather than passing by doing nothing.
+pub(crate) fn require_flock() {
+    let ok = Command::new("flock")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "these tests need util-linux flock(1) on PATH");
+}
+
+/// Asserts the lock at `path` is free right now by taking and releasing it.
+pub(crate) fn assert_acquirable(path: &Path) {
+    let guard = LockGuard::try_acquire(path).expect("lock should be free");
+    guard.release().unwrap();
+}

@@ -1,0 +1,16 @@
+//! Integration tests: one binary, one module per concern, real processes.
+
+mod support;
+
+mod content;
+mod contention;
+mod inspect;
+mod interop;
+mod reap;
+
+/// Not a test: the entry point of child processes spawned by the tests
+/// (see `support::ChildHolder`). Returns at once in a normal run.
+#[test]
+fn child_process_entry() {
+    support::child_entry();
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use crate::error::Operation;
-use crate::record::{LockDocument, MAX_RECORD_BYTES, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
+use crate::record::{LockDocument, MAX_RECORD_BYTES, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};
 use crate::{Error, LockOptions, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
@@ -351,12 +351,13 @@ fn write_record(
     let mut dead_owner = None;
     // Parse the previous document only when there is something to carry or
     // report: the common case is our own released record without a success.
-    let unreleased = previous.get(RELEASED_FLAG_OFFSET..RELEASED_FLAG_OFFSET + 5) == Some(b"false");
-    if (unreleased || contains(previous, b"\"last_success\""))
-        && let Ok(doc) = LockDocument::decode(previous)
-    {
-        last_success = doc.last_success;
-        dead_owner = (!doc.released).then_some(doc.owner);
+    if let Some(peeked) = peek(previous) {
+        last_success = peeked.last_success;
+        // Taking over from a dead owner is rare and worth a full parse, to
+        // name it in the event.
+        if !peeked.released {
+            dead_owner = LockDocument::decode(previous).ok().map(|doc| doc.owner);
+        }
     }
     let owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     let doc = LockDocument::new(owner, last_success);
@@ -386,8 +387,4 @@ fn write_record(
         remove_on_release: opts.remove_on_release,
         done: false,
     })
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }

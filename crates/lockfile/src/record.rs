@@ -78,7 +78,7 @@ impl OwnerRecord {
             boot_id: me.boot_id.clone(),
             pid_namespace: me.pid_namespace,
             start_time: me.start_time,
-            token: Uuid::new_v4(),
+            token: new_token(me.pid),
             job: job.map(str::to_owned),
             acquired_at: now(),
             heartbeat_interval_ms: heartbeat_interval
@@ -114,6 +114,37 @@ impl fmt::Display for OwnerRecord {
     }
 }
 
+/// A fresh random (version 4) token.
+///
+/// One `getrandom` per thread seeds a 128-bit key; each token then mixes the
+/// key with a counter through the SplitMix64 finaliser. Tokens identify runs,
+/// they guard no secret, and this keeps a syscall off the lock's hot path.
+/// The seed is re-drawn in a forked child, which would otherwise repeat its
+/// parent's tokens.
+fn new_token(pid: u32) -> Uuid {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<Option<(u32, u128, u64)>> = const { Cell::new(None) };
+    }
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    STATE.with(|state| {
+        let (key, counter) = match state.get() {
+            Some((p, key, counter)) if p == pid => (key, counter.wrapping_add(1)),
+            _ => (Uuid::new_v4().as_u128(), 0),
+        };
+        state.set(Some((pid, key, counter)));
+        let step = counter.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let hi = mix((key >> 64) as u64 ^ step);
+        let lo = mix((key as u64).wrapping_add(step));
+        uuid::Builder::from_random_bytes((u128::from(hi) << 64 | u128::from(lo)).to_be_bytes())
+            .into_uuid()
+    })
+}
+
 /// The current time, truncated to the microseconds a record keeps, so that a
 /// record read back equals the one written.
 pub(crate) fn now() -> SystemTime {
@@ -131,15 +162,47 @@ pub(crate) struct LockDocument {
     /// Set when the owner released the lock cleanly; a record that was never
     /// released but whose kernel lock is free is a dead owner's litter.
     pub(crate) released: bool,
-    pub(crate) owner: OwnerRecord,
     /// The last time a holder reported a successful run (see
-    /// `LockGuard::record_success`). Carried from one holder to the next.
+    /// `LockGuard::record_success`). Carried from one holder to the next, so
+    /// it comes right after the flag, at a fixed offset: see [`peek`].
     #[serde(
         default,
         with = "rfc3339::option",
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) last_success: Option<SystemTime>,
+    pub(crate) owner: OwnerRecord,
+}
+
+/// What `acquire` needs to know of the previous document, read without
+/// parsing it: whether it was released, and its last success.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Peek {
+    pub(crate) released: bool,
+    pub(crate) last_success: Option<SystemTime>,
+}
+
+/// Peeks at a document this crate wrote; `None` for anything else (empty,
+/// debris, another format), which `acquire` simply overwrites.
+pub(crate) fn peek(bytes: &[u8]) -> Option<Peek> {
+    const SUCCESS_KEY: &[u8] = b",\"last_success\":\"";
+    const TIMESTAMP_LEN: usize = "2026-11-30T14:07:32.123456Z".len();
+    let rest = bytes.strip_prefix(RELEASED_PREFIX.as_bytes())?;
+    let (released, rest) = if let Some(rest) = rest.strip_prefix(b"false") {
+        (false, rest)
+    } else {
+        (true, rest.strip_prefix(b"true")?)
+    };
+    let last_success = rest
+        .trim_ascii_start()
+        .strip_prefix(SUCCESS_KEY)
+        .and_then(|ts| ts.get(..TIMESTAMP_LEN))
+        .and_then(|ts| std::str::from_utf8(ts).ok())
+        .and_then(|ts| humantime::parse_rfc3339(ts).ok());
+    Some(Peek {
+        released,
+        last_success,
+    })
 }
 
 /// The byte offset of the `released` flag's value in every encoded document.
@@ -311,6 +374,13 @@ mod tests {
         assert_eq!(buf.last(), Some(&b'\n'));
         assert_eq!(&buf[RELEASED_FLAG_OFFSET..][..5], b"false");
         assert_eq!(LockDocument::decode(&buf).unwrap(), doc);
+        assert_eq!(
+            peek(&buf),
+            Some(Peek {
+                released: false,
+                last_success: None
+            })
+        );
 
         buf[RELEASED_FLAG_OFFSET..][..5].copy_from_slice(RELEASED_TRUE);
         let released = LockDocument::decode(&buf).unwrap();
@@ -435,12 +505,17 @@ mod tests {
             let mut buf = Vec::new();
             doc.encode_into(&mut buf);
             prop_assert_eq!(buf.len() % RECORD_BLOCK, 0);
+            prop_assert_eq!(
+                peek(&buf),
+                Some(Peek { released: doc.released, last_success: doc.last_success })
+            );
             prop_assert_eq!(LockDocument::decode(&buf), Ok(doc));
         }
 
         #[test]
         fn decoding_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
             let _ = LockDocument::decode(&bytes);
+            let _ = peek(&bytes);
         }
 
         #[test]

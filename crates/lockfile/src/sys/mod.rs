@@ -95,13 +95,15 @@ pub(crate) fn touch(file: &File, now: SystemTime) -> io::Result<()> {
     rustix::fs::futimens(file, &times).map_err(io::Error::from)
 }
 
-/// Reads up to `buf.len()` bytes from the start of the file, retrying short
-/// reads, and returns how many it got. Bounded by the buffer, never the file.
+/// Reads up to `buf.len()` bytes from the start of a regular file and returns
+/// how many it got. Bounded by the buffer, never the file. A short read of a
+/// regular file means end of file, so the usual case is one `pread`.
 pub(crate) fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read_at(&mut buf[filled..], filled as u64) {
             Ok(0) => break,
+            Ok(n) if filled + n < buf.len() => return Ok(filled + n),
             Ok(n) => filled += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use crate::error::Operation;
 use crate::record::{LockDocument, MAX_RECORD_BYTES, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};
-use crate::{Error, LockOptions, OwnerRecord, Result, sys};
+use crate::{Error, Holder, LockOptions, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
 /// does the same and reports errors.
@@ -150,6 +150,31 @@ impl LockGuard {
     /// closed when this returns.
     pub fn release(mut self) -> Result<()> {
         self.release_inner()
+    }
+
+    /// The other processes that hold this lock through a descriptor inherited
+    /// from this one: children given it across `exec`, or forked after the
+    /// lock was taken. They keep the lock held after this process lets go of
+    /// it, unless it is released explicitly.
+    ///
+    /// This walks every process's descriptors under `/proc` (milliseconds on a
+    /// busy host): call it at the end of a run, not in a loop. Always empty on
+    /// platforms without `/proc`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] with [`Operation::Stat`] when the lock file cannot be stat'ed.
+    pub fn inheritors(&self) -> Result<Vec<Holder>> {
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))?;
+        let me = std::process::id();
+        Ok(sys::processes_holding(meta.dev(), meta.ino())
+            .into_iter()
+            .filter(|&pid| pid != me)
+            .map(Holder::from_pid)
+            .collect())
     }
 
     /// Closes this process's descriptor without unlocking and without marking

@@ -67,6 +67,22 @@ pub enum Severity {
     Critical,
 }
 
+impl Severity {
+    /// `warning` or `critical`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Something worth telling about a lock file, with the numbers that prove it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -237,6 +253,15 @@ pub struct Holder {
     pub pid: u32,
     /// Its command name, when readable.
     pub command: Option<String>,
+}
+
+impl Holder {
+    pub(crate) fn from_pid(pid: u32) -> Holder {
+        Holder {
+            pid,
+            command: sys::command_name(pid),
+        }
+    }
 }
 
 impl fmt::Display for Holder {
@@ -767,12 +792,7 @@ fn holders(kernel_pids: &[i64], dev: u64, ino: u64) -> Vec<Holder> {
     } else {
         sys::processes_holding(dev, ino)
     };
-    pids.into_iter()
-        .map(|pid| Holder {
-            pid,
-            command: sys::command_name(pid),
-        })
-        .collect()
+    pids.into_iter().map(Holder::from_pid).collect()
 }
 
 /// Whether the process `pid` (in our namespace) is the one the record names,

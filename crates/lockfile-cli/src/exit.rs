@@ -1,0 +1,30 @@
+//! Exit statuses, documented in the README's CLI reference.
+
+/// A usage error (EX_USAGE).
+pub(crate) const USAGE: i32 = 64;
+
+/// `run`: the lock is held by someone else, unless `-E` says otherwise.
+/// EX_TEMPFAIL: "try again later", which is what a skipped run means. flock(1)
+/// uses 1, which is indistinguishable from a failing job; `-E 1` restores it.
+pub(crate) const CONFLICT: u8 = 75;
+
+/// `run`: the lock file cannot be opened, created, locked or written
+/// (EX_CANTCREAT): missing directory, permission, read-only filesystem, a
+/// symlink at the path, a full disk.
+pub(crate) const CANNOT_LOCK: i32 = 73;
+
+/// `run`: COMMAND was found but could not be executed (as in the shell).
+pub(crate) const NOT_EXECUTABLE: i32 = 126;
+
+/// `run`: COMMAND was not found (as in the shell).
+pub(crate) const NOT_FOUND: i32 = 127;
+
+/// `run`: an internal failure around COMMAND (EX_OSERR), for example when it
+/// could not be waited for.
+pub(crate) const OS_ERROR: i32 = 71;
+
+/// Monitoring-plugin statuses of `inspect` and `check`.
+pub(crate) const OK: i32 = 0;
+pub(crate) const WARNING: i32 = 1;
+pub(crate) const CRITICAL: i32 = 2;
+pub(crate) const UNKNOWN: i32 = 3;

@@ -1,0 +1,164 @@
+//! `lockfile inspect`: a human table, or JSON, and a monitoring-plugin status.
+
+use std::time::{Duration, SystemTime};
+
+use lockfile::{InspectOptions, LockReport, Severity};
+
+use crate::args::InspectArgs;
+use crate::exit;
+
+/// One lock file's outcome: a report, or why it could not be inspected.
+pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
+
+pub(crate) fn inspect(args: InspectArgs) -> i32 {
+    let opts = args.thresholds.options();
+    let outcomes = collect(&args.paths, &opts);
+    if args.json {
+        print_json(&outcomes);
+    } else {
+        print_table(&outcomes);
+    }
+    status(&outcomes)
+}
+
+/// Inspects each path: a directory means its `*.lock` files.
+pub(crate) fn collect(paths: &[std::path::PathBuf], opts: &InspectOptions) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            match opts.inspect_dir(path) {
+                Ok(reports) => outcomes.extend(reports.into_iter().map(|r| match r {
+                    Ok(report) => (report.path.clone(), Ok(report)),
+                    Err(e) => (e.path().to_path_buf(), Err(e)),
+                })),
+                Err(e) => outcomes.push((path.clone(), Err(e))),
+            }
+        } else {
+            outcomes.push((path.clone(), opts.inspect(path)));
+        }
+    }
+    outcomes
+}
+
+/// The monitoring-plugin status: the most severe outcome wins, in the order
+/// critical (2), could not inspect (3), warning (1), ok (0). A critical
+/// finding is never hidden behind an unreadable file.
+pub(crate) fn status(outcomes: &[Outcome]) -> i32 {
+    let severity = outcomes
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .filter_map(LockReport::severity)
+        .max();
+    let unreadable = outcomes.iter().any(|(_, r)| r.is_err());
+    match (severity, unreadable) {
+        (Some(Severity::Critical), _) => exit::CRITICAL,
+        (_, true) => exit::UNKNOWN,
+        (Some(Severity::Warning), false) => exit::WARNING,
+        (None, false) => exit::OK,
+    }
+}
+
+fn print_json(outcomes: &[Outcome]) {
+    let values: Vec<serde_json::Value> = outcomes
+        .iter()
+        .map(|(path, r)| match r {
+            Ok(report) => serde_json::to_value(report).expect("a report serialises"),
+            Err(e) => serde_json::json!({
+                "path": path,
+                "state": null,
+                "error": e.to_string(),
+            }),
+        })
+        .collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&values).expect("JSON values serialise")
+    );
+}
+
+fn print_table(outcomes: &[Outcome]) {
+    let now = SystemTime::now();
+    let mut rows = vec![
+        [
+            "PATH",
+            "STATE",
+            "PID",
+            "HOST",
+            "JOB",
+            "HELD",
+            "HEARTBEAT",
+            "LAST SUCCESS",
+        ]
+        .map(String::from),
+    ];
+    let mut notes: Vec<Vec<String>> = vec![Vec::new()];
+    for (path, outcome) in outcomes {
+        match outcome {
+            Ok(r) => {
+                let owner = r.owner.as_ref().filter(|_| !r.released);
+                let pid = r
+                    .holders
+                    .first()
+                    .map(|h| h.pid)
+                    .or(owner.map(|o| o.pid))
+                    .map_or("-".to_owned(), |p| p.to_string());
+                rows.push([
+                    path.display().to_string(),
+                    r.state.to_string(),
+                    pid,
+                    owner.map_or("-".to_owned(), |o| o.hostname.clone()),
+                    r.owner
+                        .as_ref()
+                        .and_then(|o| o.job.clone())
+                        .unwrap_or_else(|| "-".to_owned()),
+                    short(r.age),
+                    short(r.heartbeat_age),
+                    r.last_success.map_or("never".to_owned(), |t| {
+                        format!("{} ago", short(now.duration_since(t).ok()))
+                    }),
+                ]);
+                notes.push(
+                    r.findings
+                        .iter()
+                        .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
+                        .chain(r.content_error.iter().map(|e| format!("  note: {e}")))
+                        .collect(),
+                );
+            }
+            Err(e) => {
+                rows.push([
+                    path.display().to_string(),
+                    "error".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                    "-".to_owned(),
+                ]);
+                notes.push(vec![format!("  error: {e}")]);
+            }
+        }
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for (row, notes) in rows.iter().zip(&notes) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+        for note in notes {
+            println!("{note}");
+        }
+    }
+}
+
+/// A duration for a table cell: whole seconds, humanised.
+fn short(d: Option<Duration>) -> String {
+    d.map_or("-".to_owned(), |d| {
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    })
+}

@@ -1,0 +1,51 @@
+//! `lockfile`: run a job under a kernel-held lock, inspect, reap, and alarm on
+//! silence. A thin face over the `lockfile` library; see `lockfile --help`.
+
+mod args;
+mod check;
+mod exit;
+mod inspect;
+mod reap;
+mod run;
+mod signals;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command, LogFormat};
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version are not errors; everything else is a usage
+            // error, which exits 64 (EX_USAGE) rather than clap's 2.
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    if let Some(format) = cli.log_format {
+        init_logging(format);
+    }
+    let code = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Inspect(args) => inspect::inspect(args),
+        Command::Reap(args) => reap::reap(args),
+        Command::Check(args) => check::check(args),
+    };
+    std::process::exit(code);
+}
+
+/// Sends the library's `tracing` events to stderr. The level comes from
+/// `LOCKFILE_LOG` (an `EnvFilter` directive), `info` by default.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKFILE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}

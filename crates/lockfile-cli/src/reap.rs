@@ -1,0 +1,48 @@
+//! `lockfile reap`: one line (or JSON object) per file, nothing skipped.
+
+use lockfile::{ReapEntry, ReapOptions};
+
+use crate::args::ReapArgs;
+
+/// Exits 0 when every directory was reaped (files kept for a reason are not
+/// failures), 1 when a directory could not be listed.
+pub(crate) fn reap(args: ReapArgs) -> i32 {
+    let mut opts = ReapOptions::new();
+    opts.remove(args.fix)
+        .older_than(args.older_than)
+        .include_foreign(args.include_foreign);
+    let mut entries: Vec<ReapEntry> = Vec::new();
+    let mut failed = false;
+    for dir in &args.dirs {
+        match lockfile::reap(dir, &opts) {
+            Ok(report) => entries.extend(report.entries),
+            Err(e) => {
+                eprintln!("lockfile: {e}");
+                failed = true;
+            }
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&entries).expect("entries serialise")
+        );
+    } else {
+        for e in &entries {
+            println!(
+                "{:<12}  {}  {}",
+                e.action.to_string(),
+                e.path.display(),
+                e.reason
+            );
+        }
+        if !args.fix
+            && entries
+                .iter()
+                .any(|e| e.action == lockfile::ReapAction::WouldRemove)
+        {
+            println!("(dry run: pass --fix to remove)");
+        }
+    }
+    i32::from(failed)
+}

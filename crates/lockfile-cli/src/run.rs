@@ -1,0 +1,207 @@
+//! `lockfile run`: take the lock, run COMMAND, release when it ends.
+//!
+//! COMMAND inherits the lock, as under flock(1): the kernel holds it for as
+//! long as any process holds the descriptor. So a SIGKILLed wrapper never lets
+//! a second COMMAND start while the first (or anything it started) still
+//! runs. Unlike flock(1), a background process that COMMAND leaves behind
+//! holding the lock is named on stderr, and `inspect` names it too.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Instant, SystemTime};
+
+use lockfile::{Error, LockGuard, LockOptions, LockReport};
+use rustix::process::Pid;
+
+use crate::args::RunArgs;
+use crate::exit;
+use crate::signals::{self, BlockedSignals};
+
+pub(crate) fn run(args: RunArgs) -> i32 {
+    let (program, program_args) = command_line(&args);
+    let job = args.job.clone().unwrap_or_else(|| job_name(&program));
+    let mut opts = LockOptions::new();
+    opts.job(job).heartbeat_interval(args.heartbeat);
+    let acquired = if args.nonblock {
+        opts.try_acquire(&args.lockfile)
+    } else {
+        if let Some(wait) = args.wait {
+            opts.timeout(wait);
+        }
+        opts.acquire(&args.lockfile)
+    };
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(e) if e.is_contended() => {
+            eprintln!("lockfile: {}", conflict_line(&args.lockfile, &e));
+            return i32::from(args.conflict_exit_code);
+        }
+        Err(e) => {
+            eprintln!("lockfile: {e}");
+            return exit::CANNOT_LOCK;
+        }
+    };
+    match run_locked(guard, &program, &program_args, &args) {
+        Ok(code) => code,
+        Err((code, message)) => {
+            eprintln!("lockfile: {message}");
+            code
+        }
+    }
+}
+
+/// COMMAND, or `sh -c SHELL_COMMAND`.
+fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
+    match &args.shell_command {
+        Some(script) => ("sh".into(), vec!["-c".into(), script.into()]),
+        None => (args.command[0].clone(), args.command[1..].to_vec()),
+    }
+}
+
+fn job_name(program: &OsString) -> String {
+    Path::new(program)
+        .file_name()
+        .unwrap_or(program)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run_locked(
+    mut guard: LockGuard,
+    program: &OsString,
+    program_args: &[OsString],
+    args: &RunArgs,
+) -> Result<i32, (i32, String)> {
+    let os_error = |what: &str, e: io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
+    // Block the forwarded signals before spawning, so that none arriving
+    // between the spawn and the wait loop is lost.
+    let signals = BlockedSignals::block().map_err(|e| os_error("cannot block signals", e))?;
+    // Orphans of COMMAND are reparented to us, so that we can tell whether
+    // any of them outlives it.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| os_error("cannot become a subreaper", e.into()))?;
+
+    let child = spawn_with_lock(&guard, &signals, program, program_args).map_err(|e| {
+        let code = match e.kind() {
+            io::ErrorKind::NotFound => exit::NOT_FOUND,
+            _ => exit::NOT_EXECUTABLE,
+        };
+        (
+            code,
+            format!("cannot run `{}`: {e}", program.to_string_lossy()),
+        )
+    })?;
+    let child_pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
+
+    let interval = args.heartbeat;
+    let status = signals::supervise(&signals, child_pid, Instant::now() + interval, || {
+        if let Err(e) = guard.heartbeat() {
+            eprintln!("lockfile: {e}");
+        }
+        Instant::now() + interval
+    })
+    .map_err(|e| os_error("cannot wait for the command", e))?;
+    drop(signals);
+
+    let code = signals::exit_code(status);
+    if code == 0
+        && let Err(e) = guard.record_success()
+    {
+        eprintln!("lockfile: the command succeeded, but {e}");
+    }
+    let leftovers = if signals::has_children() {
+        guard.inheritors().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    if leftovers.is_empty() {
+        if let Err(e) = guard.release() {
+            eprintln!("lockfile: {e}");
+        }
+    } else {
+        let names: Vec<String> = leftovers.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "lockfile: `{}` stays locked: the command left {} background process(es) holding it: {}",
+            guard.path().display(),
+            names.len(),
+            names.join(", ")
+        );
+        // Unlocking would let the next run start beside them.
+        guard.disown();
+    }
+    Ok(code)
+}
+
+/// Spawns COMMAND with a descriptor of the locked file, so that it (and
+/// everything it starts) holds the lock for as long as it lives.
+fn spawn_with_lock(
+    guard: &LockGuard,
+    signals: &BlockedSignals,
+    program: &OsString,
+    args: &[OsString],
+) -> io::Result<std::process::Child> {
+    // A duplicate without close-on-exec shares the lock (one open file
+    // description). It exists only during the spawn; we are single-threaded,
+    // so no other spawn can inherit it by accident.
+    let inherited = rustix::io::dup(guard)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::inherit())
+        .env("LOCKFILE_PATH", guard.path())
+        .env("LOCKFILE_TOKEN", guard.record().token.to_string());
+    signals.unblock_in_child(&mut cmd);
+    let child = cmd.spawn();
+    drop(inherited);
+    child
+}
+
+/// One line for stderr naming who holds the lock and for how long.
+fn conflict_line(path: &Path, err: &Error) -> String {
+    let report = lockfile::inspect(path).ok();
+    let holder = describe_holder(err, report.as_ref());
+    match err {
+        Error::Timeout { waited, .. } => format!(
+            "gave up after waiting {} for `{}`: held by {holder}",
+            humantime::format_duration(std::time::Duration::from_secs(waited.as_secs())),
+            path.display()
+        ),
+        _ => format!("`{}` is held by {holder}; not running", path.display()),
+    }
+}
+
+fn describe_holder(err: &Error, report: Option<&LockReport>) -> String {
+    let released = report.is_some_and(|r| r.released);
+    let owner = err.owner().filter(|_| !released);
+    let mut text = match owner {
+        Some(o) => {
+            let held_for = SystemTime::now()
+                .duration_since(o.acquired_at)
+                .unwrap_or_default();
+            format!(
+                "pid {} on host {:?}, job {:?}, for {}",
+                o.pid,
+                o.hostname,
+                o.job.as_deref().unwrap_or("-"),
+                humantime::format_duration(std::time::Duration::from_secs(held_for.as_secs()))
+            )
+        }
+        None => "a process that wrote no owner record".to_owned(),
+    };
+    if let Some(report) = report {
+        let kernel: Vec<String> = report
+            .holders
+            .iter()
+            .filter(|h| owner.is_none_or(|o| o.pid != h.pid))
+            .map(ToString::to_string)
+            .collect();
+        if !kernel.is_empty() {
+            text.push_str(&format!(
+                " (the kernel lock is held by {})",
+                kernel.join(", ")
+            ));
+        }
+    }
+    text
+}

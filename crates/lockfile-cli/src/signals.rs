@@ -1,0 +1,149 @@
+//! Supervising COMMAND: signals are blocked and taken synchronously with
+//! sigtimedwait(2), so none is lost between spawning the child and waiting,
+//! and no async handler runs.
+
+use std::io;
+use std::time::Instant;
+
+use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
+
+/// The signals forwarded to COMMAND.
+pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Blocks `FORWARDED` and SIGCHLD in this (single-threaded) process for as
+/// long as it lives. A spawned child inherits the mask unless the command is
+/// prepared with [`BlockedSignals::unblock_in_child`].
+pub(crate) struct BlockedSignals {
+    set: libc::sigset_t,
+    old: libc::sigset_t,
+}
+
+impl BlockedSignals {
+    pub(crate) fn block() -> io::Result<BlockedSignals> {
+        // SAFETY: the sets are plain data initialised by sigemptyset before
+        // use; pthread_sigmask reads `set` and writes `old`, both live.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in FORWARDED.into_iter().chain([libc::SIGCHLD]) {
+                libc::sigaddset(&mut set, sig);
+            }
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(BlockedSignals { set, old })
+        }
+    }
+
+    /// Makes `cmd`'s child start with the signal mask we had before blocking,
+    /// or COMMAND would ignore SIGTERM and friends.
+    pub(crate) fn unblock_in_child(&self, cmd: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        let old = self.old;
+        // SAFETY: the closure runs in the forked child before exec and only
+        // calls pthread_sigmask, which is async-signal-safe; `old` is a copy.
+        unsafe {
+            cmd.pre_exec(move || {
+                match libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) {
+                    0 => Ok(()),
+                    rc => Err(io::Error::from_raw_os_error(rc)),
+                }
+            });
+        }
+    }
+
+    /// Waits until a blocked signal arrives or `deadline` passes. Returns the
+    /// signal and whether it was sent by the kernel (a terminal's Ctrl-C or
+    /// hangup, which already reached the whole foreground process group).
+    fn wait_until(&self, deadline: Instant) -> Option<(i32, bool)> {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+            tv_nsec: timeout.subsec_nanos().into(),
+        };
+        // SAFETY: `info` is written by the kernel before we read it, and only
+        // when the call succeeds; `self.set` is a valid initialised set.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let sig = libc::sigtimedwait(&self.set, &mut info, &ts);
+            (sig > 0).then_some((sig, info.si_code == libc::SI_KERNEL))
+        }
+    }
+}
+
+impl Drop for BlockedSignals {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in `block`.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Waits for `child` to exit, forwarding SIGINT, SIGTERM and SIGHUP to it and
+/// reaping any orphans that were reparented to us (we are a subreaper).
+/// `on_wake` runs whenever its deadline passes and returns the next deadline:
+/// the heartbeat.
+pub(crate) fn supervise(
+    signals: &BlockedSignals,
+    child: Pid,
+    mut next_wake: Instant,
+    mut on_wake: impl FnMut() -> Instant,
+) -> io::Result<WaitStatus> {
+    loop {
+        match signals.wait_until(next_wake) {
+            None => {
+                if Instant::now() >= next_wake {
+                    next_wake = on_wake();
+                }
+            }
+            Some((libc::SIGCHLD, _)) => {
+                if let Some(status) = reap_children(child)? {
+                    return Ok(status);
+                }
+            }
+            Some((sig, from_terminal)) => {
+                if !from_terminal && let Some(sig) = Signal::from_named_raw(sig) {
+                    // The child may have exited a moment ago; ESRCH is fine.
+                    let _ = rustix::process::kill_process(child, sig);
+                }
+            }
+        }
+    }
+}
+
+/// Reaps every exited child; returns `child`'s status once it is among them.
+fn reap_children(child: Pid) -> io::Result<Option<WaitStatus>> {
+    let mut found = None;
+    loop {
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some((pid, status))) if pid == child => found = Some(status),
+            Ok(Some(_orphan)) => {}
+            Ok(None) | Err(rustix::io::Errno::CHILD) => return Ok(found),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether any child (an orphaned descendant of COMMAND) is still alive,
+/// reaping those that already exited.
+pub(crate) fn has_children() -> bool {
+    loop {
+        match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(Some(_)) | Err(rustix::io::Errno::INTR) => {}
+            Ok(None) => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// The shell's convention: the exit code, or 128 + the signal number.
+pub(crate) fn exit_code(status: WaitStatus) -> i32 {
+    status
+        .exit_status()
+        .or_else(|| status.terminating_signal().map(|s| 128 + s))
+        .unwrap_or(crate::exit::OS_ERROR)
+}

@@ -1,0 +1,447 @@
+//! Drives the real `lockfile` binary: real processes, real signals.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn lockfile() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockfile"))
+}
+
+fn run_output(args: &[&str]) -> Output {
+    lockfile().args(args).output().unwrap()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+struct Dir {
+    tmp: tempfile::TempDir,
+}
+
+impl Dir {
+    fn new() -> Dir {
+        Dir {
+            tmp: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+}
+
+/// A `lockfile run` in the background whose COMMAND prints `ready` once it
+/// runs under the lock.
+struct Background {
+    child: Child,
+}
+
+impl Background {
+    fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
+        let mut child = lockfile()
+            .arg("run")
+            .args(extra)
+            .arg(lock)
+            .args(["sh", "-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the command did not start");
+        Background { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+
+    /// Waits for the wrapper only, not for the pipes it shares with COMMAND.
+    fn reap(mut self) -> i32 {
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+
+    fn wait(mut self) -> (i32, String) {
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        (status.code().unwrap_or(-1), err)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn inspect_json(path: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = lockfile()
+        .args(["inspect", "--json"])
+        .args(extra)
+        .arg(path)
+        .output()
+        .unwrap();
+    let value: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("inspect --json printed no JSON ({e}): {}", stderr(&out)));
+    (code(&out), value)
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn contention_exits_with_the_conflict_status_and_names_the_holder() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let holder = Background::start(&["--job", "nightly"], &lock, "echo ready; sleep 30");
+
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(&format!("pid {}", holder.pid())), "{err}");
+    assert!(err.contains("nightly"), "{err}");
+    assert!(err.contains("for "), "how long it has held the lock: {err}");
+
+    let out = run_output(&["run", "-n", "-E", "9", s(&lock), "true"]);
+    assert_eq!(code(&out), 9);
+    let started = Instant::now();
+    let out = run_output(&["run", "-w", "0.2", s(&lock), "true"]);
+    assert_eq!(code(&out), 75);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!(
+        stderr(&out).contains("gave up after waiting"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_commands_exit_status_passes_through() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    assert_eq!(
+        code(&run_output(&["run", s(&lock), "sh", "-c", "exit 7"])),
+        7
+    );
+    assert_eq!(code(&run_output(&["run", s(&lock), "true"])), 0);
+    let killed = run_output(&["run", s(&lock), "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(code(&killed), 128 + 15);
+    let shell = run_output(&["run", s(&lock), "-c", "exit 3"]);
+    assert_eq!(code(&shell), 3);
+    let missing = run_output(&["run", s(&lock), "/no/such/program"]);
+    assert_eq!(code(&missing), 127, "{}", stderr(&missing));
+    assert!(stderr(&missing).contains("/no/such/program"));
+    // The lock is free after every one of them.
+    assert_eq!(code(&run_output(&["run", "-n", s(&lock), "true"])), 0);
+}
+
+#[test]
+fn signals_are_forwarded_and_the_lock_released_after_the_command_ends() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    for (sig, status) in [("TERM", 42), ("INT", 43), ("HUP", 44)] {
+        let script =
+            format!("trap 'exit {status}' {sig}; echo ready; while :; do sleep 0.05; done");
+        let run = Background::start(&[], &lock, &script);
+        run.signal(sig);
+        let (code, err) = run.wait();
+        assert_eq!(code, status, "SIG{sig} reached the command: {err}");
+        assert_eq!(
+            inspect_json(&lock, &[]).1[0]["state"],
+            "free",
+            "released after SIG{sig}"
+        );
+    }
+}
+
+#[test]
+fn sigkill_of_the_wrapper_never_lets_a_second_command_start() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let done = dir.path("done");
+    let script = format!("echo ready; sleep 1; touch {}", s(&done));
+    let run = Background::start(&["--heartbeat", "0.1"], &lock, &script);
+    let wrapper = run.pid();
+    run.signal("KILL");
+    assert_eq!(run.reap(), -1, "killed by a signal");
+
+    // The command inherited the lock: it still runs, and still excludes.
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let (_, report) = inspect_json(&lock, &[]);
+    assert_eq!(report[0]["state"], "held");
+    let holder = report[0]["holder_pid"].as_u64().unwrap();
+    assert_ne!(
+        holder,
+        u64::from(wrapper),
+        "the kernel names the surviving command"
+    );
+    let kinds: Vec<&str> = report[0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"owner_dead"), "{kinds:?}");
+    assert!(kinds.contains(&"holder_mismatch"), "{kinds:?}");
+
+    // Once the command finishes, the next run gets the lock.
+    wait_until("the orphaned command to finish", || done.exists());
+    wait_until("the lock to come free", || {
+        code(&run_output(&["run", "-n", s(&lock), "true"])) == 0
+    });
+}
+
+#[test]
+fn a_background_process_left_behind_is_named_and_keeps_the_lock() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&[
+        "run",
+        s(&lock),
+        "sh",
+        "-c",
+        "sleep 30 >/dev/null 2>&1 & exit 0",
+    ]);
+    assert_eq!(code(&out), 0);
+    let err = stderr(&out);
+    assert!(err.contains("background process"), "{err}");
+    assert!(err.contains("(sleep)"), "{err}");
+
+    let (_, report) = inspect_json(&lock, &[]);
+    assert_eq!(report[0]["state"], "held");
+    let holders = report[0]["holders"].as_array().unwrap();
+    assert_eq!(holders[0]["command"], "sleep");
+    let sleeper = holders[0]["pid"].as_u64().unwrap();
+    assert_eq!(code(&run_output(&["run", "-n", s(&lock), "true"])), 75);
+    Command::new("kill")
+        .arg(sleeper.to_string())
+        .status()
+        .unwrap();
+    wait_until("the lock to come free", || {
+        code(&run_output(&["run", "-n", s(&lock), "true"])) == 0
+    });
+}
+
+#[test]
+fn the_heartbeat_is_kept_while_the_command_runs() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let run = Background::start(&["--heartbeat", "0.05"], &lock, "echo ready; sleep 30");
+    let mtime = || std::fs::metadata(&lock).unwrap().modified().unwrap();
+    let first = mtime();
+    wait_until("a heartbeat", || mtime() > first);
+    let (_, report) = inspect_json(&lock, &[]);
+    assert_eq!(report[0]["owner"]["heartbeat_interval_ms"], 50);
+    drop(run);
+}
+
+#[test]
+fn inspect_json_has_the_documented_shape() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let run = Background::start(&["--job", "shape"], &lock, "echo ready; sleep 30");
+    let (status, report) = inspect_json(&lock, &[]);
+    assert_eq!(status, 0);
+    let r = &report.as_array().unwrap()[0];
+    assert_eq!(r["path"], s(&lock));
+    assert_eq!(r["state"], "held");
+    for key in ["pid", "hostname", "token", "job", "acquired_at"] {
+        assert!(!r["owner"][key].is_null(), "owner.{key} in {r}");
+    }
+    assert_eq!(r["owner"]["pid"].as_u64(), Some(u64::from(run.pid())));
+    assert_eq!(r["owner"]["job"], "shape");
+    assert_eq!(r["holder_pid"].as_u64(), Some(u64::from(run.pid())));
+    assert!(r["age_seconds"].is_f64());
+    assert!(r["heartbeat_age_seconds"].is_f64());
+    assert!(r["findings"].as_array().unwrap().is_empty());
+
+    // A warning (aged) exits 1 and carries kind, message and the numbers.
+    let (status, report) = inspect_json(&lock, &["--max-age", "0"]);
+    assert_eq!(status, 1);
+    let finding = &report[0]["findings"][0];
+    assert_eq!(finding["kind"], "aged");
+    assert!(finding["message"].as_str().unwrap().contains("held for"));
+    assert!(finding["age_seconds"].is_f64());
+    // A critical finding (never succeeded) exits 2.
+    let (status, report) = inspect_json(&lock, &["--expect-every", "60"]);
+    assert_eq!(status, 2);
+    assert_eq!(report[0]["findings"][0]["kind"], "never_succeeded");
+    drop(run);
+
+    // A path that cannot be inspected exits 3 and still gets an object.
+    let link = dir.path("link.lock");
+    symlink("/etc/hostname", &link).unwrap();
+    let (status, report) = inspect_json(&link, &[]);
+    assert_eq!(status, 3);
+    assert!(
+        report[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link")
+    );
+    // An absent lock file is not an error.
+    let (status, report) = inspect_json(&dir.path("absent.lock"), &[]);
+    assert_eq!((status, report[0]["state"].as_str()), (0, Some("absent")));
+}
+
+#[test]
+fn inspect_prints_an_aligned_table_for_a_directory() {
+    let dir = Dir::new();
+    let _run = Background::start(
+        &["--job", "tabled"],
+        &dir.path("a.lock"),
+        "echo ready; sleep 30",
+    );
+    assert_eq!(
+        code(&run_output(&["run", s(&dir.path("b.lock")), "true"])),
+        0
+    );
+    let out = run_output(&["inspect", s(dir.tmp.path())]);
+    assert_eq!(code(&out), 0);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("PATH"), "{text}");
+    let state_col = lines[0].find("STATE").unwrap();
+    assert_eq!(&lines[1][state_col..state_col + 4], "held", "{text}");
+    assert_eq!(&lines[2][state_col..state_col + 4], "free", "{text}");
+    assert!(lines[1].contains("tabled"));
+}
+
+#[test]
+fn reap_never_touches_a_held_lock_and_reports_every_file() {
+    let dir = Dir::new();
+    let held = dir.path("held.lock");
+    let _run = Background::start(&[], &held, "echo ready; sleep 30");
+    std::fs::write(dir.path("junk.lock"), "not a record").unwrap();
+
+    let out = run_output(&["reap", "--json", s(dir.tmp.path())]);
+    assert_eq!(code(&out), 0);
+    let entries: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entries = entries.as_array().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["path"], s(&held));
+    assert_eq!(entries[0]["action"], "kept");
+    assert!(entries[0]["reason"].as_str().unwrap().contains("held by"));
+    assert_eq!(entries[1]["action"], "would_remove");
+
+    let out = run_output(&["reap", "--fix", s(dir.tmp.path())]);
+    assert_eq!(code(&out), 0);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("removed"), "{text}");
+    assert!(held.exists());
+    assert!(!dir.path("junk.lock").exists());
+
+    let missing = run_output(&["reap", s(&dir.path("missing"))]);
+    assert_eq!(code(&missing), 1);
+    assert!(stderr(&missing).contains("does not exist"));
+}
+
+#[test]
+fn check_alarms_on_silence() {
+    let dir = Dir::new();
+    let lock = dir.path("nightly.lock");
+    let out = run_output(&["check", "--expect-every", "3600", s(&lock)]);
+    assert_eq!(code(&out), 2, "a job that never ran is silent");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no successful run"));
+
+    assert_eq!(code(&run_output(&["run", s(&lock), "false"])), 1);
+    let out = run_output(&["check", "--expect-every", "3600", s(&lock)]);
+    assert_eq!(code(&out), 2, "a failure is not a success");
+
+    assert_eq!(code(&run_output(&["run", s(&lock), "true"])), 0);
+    let out = run_output(&["check", "--expect-every", "3600", s(&lock)]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+
+    let out = run_output(&["check", "--expect-every", "0.001", s(&lock)]);
+    std::thread::sleep(Duration::from_millis(5));
+    let later = run_output(&["check", "--expect-every", "0.001", s(&lock)]);
+    assert!(code(&out) == 2 || code(&later) == 2);
+    assert!(String::from_utf8_lossy(&later.stdout).contains("last successful run"));
+}
+
+#[test]
+fn usage_errors_exit_64_and_lock_errors_name_the_path() {
+    let out = run_output(&["run"]);
+    assert_eq!(code(&out), 64);
+    let out = run_output(&["run", "-w", "soon", "/tmp/x.lock", "true"]);
+    assert_eq!(code(&out), 64);
+    assert!(stderr(&out).contains("soon"));
+    let out = run_output(&["frobnicate"]);
+    assert_eq!(code(&out), 64);
+    assert_eq!(code(&run_output(&["--help"])), 0);
+
+    let dir = Dir::new();
+    let missing = dir.path("no/such/dir/job.lock");
+    let out = run_output(&["run", s(&missing), "true"]);
+    assert_eq!(code(&out), 73);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no/such/dir"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let victim = dir.path("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let link = dir.path("link.lock");
+    symlink(&victim, &link).unwrap();
+    let out = run_output(&["run", s(&link), "true"]);
+    assert_eq!(code(&out), 73);
+    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+#[test]
+fn log_format_json_writes_the_librarys_events() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&["--log-format", "json", "run", s(&lock), "true"]);
+    assert_eq!(code(&out), 0);
+    let events: Vec<Value> = stderr(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(names, ["lock_acquired", "lock_released"], "{events:?}");
+    let out = lockfile()
+        .args(["run", s(&lock), "true"])
+        .env("LOCKFILE_LOG_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert!(stderr(&out).contains("\"lock_acquired\""));
+}

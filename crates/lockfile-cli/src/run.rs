@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use lockfile::{Error, LockGuard, LockOptions, LockReport};
 use rustix::process::Pid;
@@ -175,18 +175,7 @@ fn describe_holder(err: &Error, report: Option<&LockReport>) -> String {
     let released = report.is_some_and(|r| r.released);
     let owner = err.owner().filter(|_| !released);
     let mut text = match owner {
-        Some(o) => {
-            let held_for = SystemTime::now()
-                .duration_since(o.acquired_at)
-                .unwrap_or_default();
-            format!(
-                "pid {} on host {:?}, job {:?}, for {}",
-                o.pid,
-                o.hostname,
-                o.job.as_deref().unwrap_or("-"),
-                humantime::format_duration(std::time::Duration::from_secs(held_for.as_secs()))
-            )
-        }
+        Some(o) => o.to_string(),
         None => "a process that wrote no owner record".to_owned(),
     };
     if let Some(report) = report {

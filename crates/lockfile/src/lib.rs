@@ -109,6 +109,7 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod dir;
 mod error;
 mod guard;
 mod inspect;
@@ -117,6 +118,7 @@ mod reap;
 mod record;
 mod sys;
 
+pub use dir::default_lock_dir;
 pub use error::{Error, Operation, Result};
 pub use guard::LockGuard;
 pub use inspect::{

@@ -104,13 +104,20 @@ impl OwnerRecord {
 }
 
 impl fmt::Display for OwnerRecord {
-    /// One line for humans: `pid 123 on host "web-1", job "backup", since 2026-…Z`.
+    /// One line for humans:
+    /// `pid 123 on host "web-1", job "backup", for 3m 12s (since 2026-…Z)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "pid {} on host {:?}", self.pid, self.hostname)?;
         if let Some(job) = &self.job {
             write!(f, ", job {job:?}")?;
         }
-        write!(f, ", since {}", rfc3339::display(self.acquired_at))
+        let held = Duration::from_secs(self.age(SystemTime::now()).as_secs());
+        write!(
+            f,
+            ", for {} (since {})",
+            humantime::format_duration(held),
+            rfc3339::display(self.acquired_at)
+        )
     }
 }
 

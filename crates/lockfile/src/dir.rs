@@ -38,7 +38,11 @@ use crate::{Error, Result};
 /// # }
 /// ```
 pub fn default_lock_dir() -> Result<PathBuf> {
-    let env_dir = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env_dir = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(dir) = env_dir("LOCKFILE_DIR") {
         create(&dir)?;
         return Ok(dir);
@@ -54,8 +58,8 @@ pub fn default_lock_dir() -> Result<PathBuf> {
     let euid = rustix::process::geteuid().as_raw();
     let dir = std::env::temp_dir().join(format!("lockfile-{euid}"));
     create(&dir)?;
-    let meta =
-        std::fs::symlink_metadata(&dir).map_err(|e| Error::from_io(Operation::CreateDir, &dir, e))?;
+    let meta = std::fs::symlink_metadata(&dir)
+        .map_err(|e| Error::from_io(Operation::CreateDir, &dir, e))?;
     if !meta.is_dir() || meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
         return Err(Error::PermissionDenied {
             op: Operation::CreateDir,
@@ -73,7 +77,11 @@ pub fn default_lock_dir() -> Result<PathBuf> {
 }
 
 fn create(dir: &Path) -> Result<()> {
-    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(Error::from_io(Operation::CreateDir, dir, e)),

@@ -4,6 +4,7 @@ mod support;
 
 mod content;
 mod contention;
+mod faults;
 mod inspect;
 mod interop;
 mod reap;

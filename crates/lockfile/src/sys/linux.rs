@@ -24,7 +24,17 @@ pub(crate) fn pid_namespace(pid: Option<u32>) -> Option<u64> {
 
 /// Field 22 of `/proc/PID/stat`: start time in clock ticks since boot.
 pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    start_time_from(&format!("/proc/{pid}/stat"))
+}
+
+/// Our own start time. Through `/proc/self`, because inside a PID namespace
+/// whose `/proc` is the host's, `/proc/<our pid>` names another process.
+pub(super) fn own_start_time() -> Option<u64> {
+    start_time_from("/proc/self/stat")
+}
+
+fn start_time_from(path: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // The command name (field 2) may hold spaces and parentheses; fields
     // after it start behind the last ')'.
     let after_comm = &stat[stat.rfind(')')? + 1..];

@@ -46,7 +46,7 @@ pub(crate) fn process_identity() -> Arc<ProcessIdentity> {
                 hostname: hostname(),
                 boot_id: boot_id(),
                 pid_namespace: pid_namespace(None),
-                start_time: process_start_time(pid),
+                start_time: own_start_time(),
             });
             *cached = Some(Arc::clone(&id));
             id

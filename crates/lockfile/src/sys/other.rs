@@ -17,6 +17,10 @@ pub(crate) fn process_start_time(_pid: u32) -> Option<u64> {
     None
 }
 
+pub(super) fn own_start_time() -> Option<u64> {
+    None
+}
+
 pub(crate) fn innermost_pid(_pid: u32) -> Option<u32> {
     None
 }

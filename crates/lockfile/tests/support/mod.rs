@@ -32,7 +32,22 @@ pub(crate) struct ChildHolder {
 impl ChildHolder {
     /// Spawns `action` (e.g. `hold <path> <job>`) in a child process.
     pub(crate) fn spawn(action: &str) -> ChildHolder {
-        let mut child = Command::new(std::env::current_exe().unwrap())
+        ChildHolder::spawn_under(&[], action)
+    }
+
+    /// Spawns `action` under a wrapper command such as `unshare --pid --fork`
+    /// or `setpriv --reuid=...`, which execs this test binary.
+    pub(crate) fn spawn_under(wrapper: &[&str], action: &str) -> ChildHolder {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args.iter()).arg(&exe);
+                cmd
+            }
+            None => Command::new(&exe),
+        };
+        let mut child = cmd
             .args([
                 "--exact",
                 "child_process_entry",
@@ -106,6 +121,29 @@ fn run_child(action: &str) -> i32 {
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }
+        }
+        // Try once and describe the outcome on stdout.
+        ["try-acquire", path] => {
+            match LockGuard::try_acquire(path) {
+                Ok(guard) => println!("outcome acquired {}", guard.record().pid),
+                Err(e) => println!("outcome error {e:?} | {e}"),
+            }
+            0
+        }
+        // Inspect once, then report the state and the peak memory used.
+        ["inspect-peak-memory", path] => {
+            let state = match lockfile::inspect(path) {
+                Ok(report) => report.state.to_string(),
+                Err(e) => format!("error {e}"),
+            };
+            let status = std::fs::read_to_string("/proc/self/status").unwrap();
+            let peak_kib = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .unwrap();
+            println!("outcome {state} {peak_kib}");
+            0
         }
         // Hold the lock for a while, then release it (optionally unlinking).
         ["hold-for", path, millis, remove] => {

@@ -1,0 +1,313 @@
+//! Fault injection: full and read-only filesystems, permissions, PID and UTS
+//! namespaces, hostile content. These tests need root (tmpfs mounts,
+//! `unshare`, `setpriv`) and fail with a plain message without it: they
+//! never pass by doing nothing.
+//!
+//! Each case ends in a clear error or a correct classification; nothing
+//! panics, and no file other than the lock is touched.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use lockfile::{Error, LockGuard, LockState, ReapAction, ReapOptions};
+
+use crate::support::{ChildHolder, assert_acquirable, lock_path, tempdir};
+
+fn require_root(what: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this fault-injection test needs root ({what}); run the test suite as root"
+    );
+}
+
+/// A tmpfs mounted for one test, unmounted on drop (also after a failure).
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(options: &str) -> Tmpfs {
+        require_root("mounting a tmpfs");
+        let dir = tempdir();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "lockfile-test"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount -t tmpfs -o {options} failed");
+        Tmpfs { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn remount(&self, options: &str) {
+        let status = Command::new("mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(self.dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "remount {options} failed");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+fn assert_not_held(path: &Path) {
+    let probe = std::fs::File::open(path).unwrap();
+    probe
+        .try_lock()
+        .expect("a failed acquire must not leave the lock held");
+}
+
+#[test]
+fn a_full_disk_fails_the_acquire_cleanly_and_leaves_nothing_held() {
+    let fs = Tmpfs::mount("size=4k");
+    // Fill the filesystem's only page.
+    let filler = fs.path("filler");
+    std::fs::write(&filler, vec![7u8; 4096]).unwrap();
+    assert!(
+        std::fs::write(fs.path("more"), b"x").is_err(),
+        "the tmpfs is full"
+    );
+
+    let path = fs.path("job.lock");
+    let err = LockGuard::try_acquire(&path).unwrap_err();
+    assert!(matches!(err, Error::NoSpace { .. }), "{err:?}");
+    assert!(err.to_string().contains("job.lock"), "{err}");
+    assert!(err.to_string().contains("no space"), "{err}");
+    assert_not_held(&path);
+    assert_eq!(std::fs::read(&filler).unwrap(), vec![7u8; 4096]);
+
+    // Once there is room, the same path works.
+    std::fs::remove_file(&filler).unwrap();
+    assert_acquirable(&path);
+}
+
+#[test]
+fn a_read_only_filesystem_is_named_as_such() {
+    let fs = Tmpfs::mount("size=64k");
+    let existing = fs.path("existing.lock");
+    LockGuard::acquire(&existing).unwrap().release().unwrap();
+    fs.remount("ro");
+
+    let err = LockGuard::try_acquire(fs.path("new.lock")).unwrap_err();
+    assert!(matches!(err, Error::ReadOnlyFilesystem { .. }), "{err:?}");
+    assert!(err.to_string().contains("read-only"), "{err}");
+    let err = LockGuard::try_acquire(&existing).unwrap_err();
+    assert!(matches!(err, Error::ReadOnlyFilesystem { .. }), "{err:?}");
+    // Inspecting only reads, so it still works.
+    assert_eq!(lockfile::inspect(&existing).unwrap().state, LockState::Free);
+    fs.remount("rw");
+}
+
+#[test]
+fn a_directory_the_user_cannot_write_names_the_path_and_the_uid() {
+    require_root("setpriv to an unprivileged uid");
+    let dir = tempdir();
+    // The child runs as `nobody` and must be able to reach the directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = lock_path(&dir, "job.lock");
+    let mut child = ChildHolder::spawn_under(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &format!("try-acquire\t{}", path.display()),
+    );
+    let outcome = child.expect_line("outcome ");
+    assert!(outcome.contains("PermissionDenied"), "{outcome}");
+    assert!(outcome.contains("euid 65534"), "{outcome}");
+    assert!(
+        outcome.contains(&dir.path().display().to_string()),
+        "{outcome}"
+    );
+    assert!(
+        outcome.contains("owned by uid 0"),
+        "says who owns it: {outcome}"
+    );
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_lock_owned_by_another_user_names_the_owner() {
+    require_root("setpriv to an unprivileged uid");
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = lock_path(&dir, "job.lock");
+    LockGuard::acquire(&path).unwrap().release().unwrap(); // root's, mode 0644
+    let before = std::fs::read(&path).unwrap();
+    let mut child = ChildHolder::spawn_under(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &format!("try-acquire\t{}", path.display()),
+    );
+    let outcome = child.expect_line("outcome ");
+    assert!(outcome.contains("PermissionDenied"), "{outcome}");
+    assert!(outcome.contains("the file"), "{outcome}");
+    assert!(outcome.contains("mode 644"), "{outcome}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_holder_in_a_pid_namespace_is_judged_by_its_namespace() {
+    require_root("unshare --pid");
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let mut holder = ChildHolder::spawn_under(
+        &["unshare", "--pid", "--fork", "--kill-child"],
+        &format!("hold\t{}\tcontained", path.display()),
+    );
+    holder.expect_line("ready ");
+
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    let owner = report.owner.as_ref().unwrap();
+    assert!(
+        owner.pid <= 2,
+        "the PID inside the namespace: {}",
+        owner.pid
+    );
+    assert_eq!(report.holders.len(), 1);
+    let kinds: Vec<_> = report.findings.iter().map(|f| f.kind()).collect();
+    assert!(
+        !kinds.contains(&"holder_mismatch"),
+        "the kernel's holder is the record's owner, seen from outside: {kinds:?}"
+    );
+    assert!(!kinds.contains(&"owner_dead"), "{kinds:?}");
+
+    // Its recorded PID is alive on the host (init), yet once the holder is
+    // killed the lock is stale and free at once.
+    assert!(Path::new(&format!("/proc/{}", owner.pid)).exists());
+    holder.kill();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Stale);
+    let guard = LockGuard::try_acquire(&path).expect("acquirable at once");
+    drop(guard);
+}
+
+#[test]
+fn a_holder_under_another_hostname_is_foreign_and_kept_by_reap() {
+    require_root("unshare --uts");
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    // spawn_under appends the test binary as `$0` of the script.
+    let script = "hostname far-away-host && exec \"$0\" --exact child_process_entry --nocapture --test-threads=1 -q";
+    let mut holder = ChildHolder::spawn_under(
+        &["unshare", "--uts", "sh", "-c", script],
+        &format!("hold\t{}\telsewhere", path.display()),
+    );
+    holder.expect_line("ready ");
+
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.owner.as_ref().unwrap().hostname, "far-away-host");
+    assert!(report.findings.iter().any(|f| f.kind() == "foreign_host"));
+    holder.kill();
+
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Stale);
+    assert!(report.findings.iter().any(|f| f.kind() == "foreign_host"));
+    let reaped = lockfile::reap(dir.path(), ReapOptions::new().remove(true)).unwrap();
+    assert_eq!(reaped.entries[0].action, ReapAction::Kept);
+    assert!(reaped.entries[0].reason.contains("far-away-host"));
+    assert!(path.exists());
+    let reaped = lockfile::reap(
+        dir.path(),
+        ReapOptions::new().remove(true).include_foreign(true),
+    )
+    .unwrap();
+    assert_eq!(reaped.entries[0].action, ReapAction::Removed);
+}
+
+/// Records that lie: a future timestamp, negative and absurd numbers,
+/// non-UTF-8 bytes. Each is classified, never a panic, and the next acquire
+/// replaces it.
+#[test]
+fn hostile_records_are_classified_and_replaced() {
+    let dir = tempdir();
+    let token = "00000000-0000-4000-8000-000000000001";
+    let record = |owner: &str| format!(r#"{{"format":1,"released":false,"owner":{owner}}}"#);
+    let cases: Vec<(&str, Vec<u8>, LockState)> = vec![
+        (
+            "future",
+            record(&format!(
+                r#"{{"pid":999999,"hostname":"h","token":"{token}","acquired_at":"2999-01-01T00:00:00Z"}}"#
+            ))
+            .into_bytes(),
+            LockState::Stale,
+        ),
+        (
+            "negative",
+            record(&format!(
+                r#"{{"pid":-5,"hostname":"h","token":"{token}","acquired_at":"2026-01-01T00:00:00Z"}}"#
+            ))
+            .into_bytes(),
+            LockState::Debris,
+        ),
+        (
+            "absurd",
+            record(&format!(
+                r#"{{"pid":4294967295,"hostname":"h","token":"{token}","acquired_at":"2026-01-01T00:00:00Z","start_time":18446744073709551615,"heartbeat_interval_ms":18446744073709551615}}"#
+            ))
+            .into_bytes(),
+            LockState::Stale,
+        ),
+        (
+            "overflow",
+            record(&format!(
+                r#"{{"pid":1e400,"hostname":"h","token":"{token}","acquired_at":"2026-01-01T00:00:00Z"}}"#
+            ))
+            .into_bytes(),
+            LockState::Debris,
+        ),
+        ("non-utf8", b"{\"format\":1,\"released\":\xff\xfe}".to_vec(), LockState::Debris),
+        ("nul bytes", vec![0u8; 600], LockState::Debris),
+    ];
+    for (name, bytes, expected) in cases {
+        let path = lock_path(&dir, &format!("{name}.lock"));
+        std::fs::write(&path, &bytes).unwrap();
+        let report = lockfile::inspect(&path).unwrap();
+        assert_eq!(report.state, expected, "{name}");
+        if let Some(age) = report.age {
+            assert!(
+                age < Duration::from_secs(86_400 * 365 * 5),
+                "{name}: age {age:?}"
+            );
+        }
+        let guard = LockGuard::try_acquire(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let now = std::fs::read(&path).unwrap();
+        assert_eq!(
+            lockfile::decode_record(&now).unwrap().token,
+            guard.record().token
+        );
+    }
+}
+
+#[test]
+fn a_one_gib_lock_file_is_inspected_in_bounded_memory() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "huge.lock");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(1 << 30).unwrap();
+    drop(file);
+    let mut child = ChildHolder::spawn(&format!("inspect-peak-memory\t{}", path.display()));
+    let outcome = child.expect_line("outcome ");
+    let mut words = outcome.split_whitespace().skip(1);
+    assert_eq!(words.next(), Some("debris"), "{outcome}");
+    let peak_kib: u64 = words.next().unwrap().parse().unwrap();
+    // Reading the file whole would need a GiB; the bounded read needs 64 KiB.
+    assert!(peak_kib < 256 * 1024, "peak memory {peak_kib} KiB");
+}

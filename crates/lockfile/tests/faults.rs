@@ -192,7 +192,16 @@ fn a_holder_in_a_pid_namespace_is_judged_by_its_namespace() {
     // Its recorded PID is alive on the host (init), yet once the holder is
     // killed the lock is stale and free at once.
     assert!(Path::new(&format!("/proc/{}", owner.pid)).exists());
-    holder.kill();
+    // Kill the holder itself (by its host PID); `unshare` then reaps it and exits.
+    let host_pid = report.holders[0].pid.to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &host_pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    holder.wait();
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Stale);
     let guard = LockGuard::try_acquire(&path).expect("acquirable at once");

@@ -115,9 +115,12 @@ impl KernelLocks {
     ///
     /// When `/proc/locks` cannot be read (no `/proc` mounted).
     pub(crate) fn snapshot() -> io::Result<KernelLocks> {
-        let text = std::fs::read_to_string("/proc/locks")?;
+        let text = read_consistently("/proc/locks")?;
         let mut held: HashMap<(u64, u64), Vec<i64>> = HashMap::new();
-        for lock in text.lines().filter_map(parse_flock_line) {
+        for lock in String::from_utf8_lossy(&text)
+            .lines()
+            .filter_map(parse_flock_line)
+        {
             held.entry((lock.dev, lock.ino)).or_default().push(lock.pid);
         }
         Ok(KernelLocks { held })
@@ -128,6 +131,34 @@ impl KernelLocks {
             Some(pids) => KernelHold::Held(pids.clone()),
             None => KernelHold::Free,
         }
+    }
+}
+
+/// Reads a `/proc` table in one `read(2)`.
+///
+/// The kernel builds `/proc/locks` while holding the lock list's lock, but
+/// only for the duration of one `read` call; the next call resumes by entry
+/// index in a list that may have changed meanwhile, so a table read in pieces
+/// can skip a lock that was held all along (seen under load). One call into a
+/// buffer larger than the table gives a consistent snapshot; a full buffer
+/// means the table may be larger, so read again from the start with twice
+/// the room.
+fn read_consistently(path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let mut file = File::open(path)?;
+        let n = loop {
+            match file.read(&mut buf) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other?,
+            }
+        };
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        buf.resize(buf.len() * 2, 0);
     }
 }
 

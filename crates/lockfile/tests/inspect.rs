@@ -164,7 +164,17 @@ fn inspect_names_a_background_process_that_inherited_the_lock() {
         report.holders.iter().map(|h| h.pid).collect::<Vec<_>>(),
         [bg]
     );
-    assert_eq!(report.holders[0].command.as_deref(), Some("sleep"));
+    // The background shell may not have exec'ed `sleep` yet.
+    let mut tries = 0;
+    while lockfile::inspect(&path).unwrap().holders[0]
+        .command
+        .as_deref()
+        != Some("sleep")
+    {
+        tries += 1;
+        assert!(tries < 2000, "the holder is never named `sleep`");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let _ = Command::new("kill").arg(bg.to_string()).status();
 }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::task::JoinHandle;
 
 use crate::acquire::{self, Held, Wait};
 use crate::conn::{self, Conn};
@@ -153,14 +154,21 @@ async fn hold(
     ));
     let cleanup_every = (ttl / 3).max(Duration::from_millis(200));
     let mut client = client;
-    let mut cleaned = false;
-    let mut next_cleanup = tokio::time::Instant::now();
+    let mut cleanup: Option<JoinHandle<bool>> = None;
     let mut reports_open = true;
     loop {
         let lost = shared.lock().lost.is_some();
-        if lost && !renewer.is_finished() {
+        if lost && cleanup.is_none() {
+            // Stop renewing a lease we no longer trust, and let it go.
             renewer.abort();
             watcher.abort();
+            cleanup = Some(tokio::spawn(clean_up(
+                conn.clone(),
+                client.clone(),
+                token,
+                lease_id,
+                cleanup_every,
+            )));
         }
         let deadline = tokio::time::Instant::from_std(shared.lock().deadline);
         tokio::select! {
@@ -168,14 +176,25 @@ async fn hold(
             command = commands.recv() => {
                 renewer.abort();
                 watcher.abort();
-                let result = if shared.lock().lost.is_some() {
-                    if !cleaned {
-                        let _ = release(&conn, &mut client, token, lease_id).await;
+                let lost = shared.lock().lost.as_ref().map(|(r, _)| r.clone());
+                let result = match lost {
+                    Some(reason) => {
+                        let cleaned = match cleanup.take() {
+                            Some(task) if task.is_finished() => task.await.unwrap_or(false),
+                            Some(task) => {
+                                // Bound the release: one more attempt, not
+                                // the rest of one already under way.
+                                task.abort();
+                                false
+                            }
+                            None => false,
+                        };
+                        if !cleaned {
+                            let _ = release(&conn, &mut client, token, lease_id).await;
+                        }
+                        Err(shared.lost_error(reason))
                     }
-                    let reason = shared.lock().lost.as_ref().map(|(r, _)| r.clone());
-                    Err(shared.lost_error(reason.unwrap_or(LostReason::Released)))
-                } else {
-                    release(&conn, &mut client, token, lease_id).await
+                    None => release(&conn, &mut client, token, lease_id).await,
                 };
                 shared.lose(LostReason::Released);
                 if let Some(Command::Release(reply)) = command {
@@ -201,15 +220,26 @@ async fn hold(
             () = tokio::time::sleep_until(deadline), if !lost => {
                 shared.poll(Instant::now());
             }
-            () = tokio::time::sleep_until(next_cleanup), if lost && !cleaned => {
-                cleaned = release(&conn, &mut client, token, lease_id).await.is_ok();
-                if !cleaned {
-                    if let Ok(fresh) = conn.connect().await {
-                        client = fresh;
-                    }
-                    next_cleanup = tokio::time::Instant::now() + cleanup_every;
-                }
-            }
+        }
+    }
+}
+
+/// After a loss: releases until etcd confirms, so that the next holder need
+/// not wait for the lease to expire. True once done.
+async fn clean_up(
+    conn: Conn,
+    mut client: Client,
+    token: u64,
+    lease_id: i64,
+    every: Duration,
+) -> bool {
+    loop {
+        if release(&conn, &mut client, token, lease_id).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(every).await;
+        if let Ok(fresh) = conn.connect().await {
+            client = fresh;
         }
     }
 }
@@ -227,14 +257,14 @@ async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) ->
             Compare::lease(key, CompareOp::Equal, lease_id),
         ])
         .and_then([TxnOp::delete(key, None)]);
-    let deleted = conn.call(Operation::Release, client.txn(txn)).await;
-    let deleted = match deleted {
+    let deleted = match conn.call(Operation::Release, client.txn(txn)).await {
         Ok(resp) => Ok(resp.succeeded()),
+        // etcd is not answering: a revoke would wait as long again.
+        Err(e @ Error::Unanswered { .. }) => return Err(e),
         Err(e) => Err(e),
     };
-    // Revoke even when the delete failed: if that was only a lost answer,
-    // the revoke still lets the next holder in at once; if etcd is
-    // unreachable, it fails fast enough.
+    // Revoke even when the delete failed: if that was only an error in the
+    // answer, the revoke still lets the next holder in at once.
     let revoked = match conn
         .call(Operation::Revoke, client.lease_revoke(lease_id))
         .await

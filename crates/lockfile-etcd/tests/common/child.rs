@@ -81,6 +81,13 @@ pub enum Ev {
         deadline: i64,
         last_renewal: i64,
     },
+    /// A tick while holding without a store.
+    Held {
+        at: i64,
+        deadline: i64,
+        last_renewal: i64,
+        failed_renewals: u32,
+    },
     LateWrite {
         token: u64,
         accepted: bool,
@@ -173,6 +180,15 @@ fn play(role: &Role) {
                 std::thread::sleep(Duration::from_millis(role.linger_after_lost_ms));
                 drop(guard);
                 return;
+            }
+            if store.is_none() {
+                let signal = guard.signal();
+                emit(&Ev::Held {
+                    at: checked_at,
+                    deadline: ns(signal.deadline()),
+                    last_renewal: ns(signal.last_renewal()),
+                    failed_renewals: signal.failed_renewals(),
+                });
             }
             if let Some(store) = &store {
                 let written = store.write(token, &format!("{pid}:{round}:{i}"));

@@ -34,110 +34,175 @@ pub(crate) struct Held {
     pub(crate) acquired_at: Instant,
 }
 
+/// The outcome of one grant-and-write attempt.
+enum Attempt {
+    Acquired(Box<Held>),
+    Contended {
+        owner: Option<Box<OwnerRecord>>,
+        fencing_token: u64,
+        /// The revision at which the key was read.
+        revision: i64,
+    },
+}
+
 pub(crate) async fn acquire(conn: &Conn, opts: &LeaseOptions, wait: Wait) -> Result<Held> {
     let ttl_secs = ttl_seconds(conn, opts.ttl)?;
     let started = Instant::now();
     let key = conn.key();
+    let until = match wait {
+        Wait::Until(until) => Some(until),
+        Wait::No | Wait::Forever => None,
+    };
     let mut client = conn.connect().await?;
+    let mut owner = None;
+    let mut waiting = false;
     loop {
-        let granted_at = Instant::now();
-        let grant = conn
-            .call(Operation::Grant, client.lease_grant(ttl_secs, None))
-            .await?;
-        let lease_id = grant.id();
-        let ttl = match u64::try_from(grant.ttl()) {
-            Ok(secs) if secs > 0 => Duration::from_secs(secs),
-            _ => {
-                return Err(conn.error(
-                    Operation::Grant,
-                    etcd_client::Error::InvalidArgs(format!(
-                        "etcd granted a TTL of {}s",
-                        grant.ttl()
-                    )),
-                ));
+        let step = match attempt(conn, &mut client, opts, ttl_secs).await {
+            Ok(Attempt::Acquired(held)) => {
+                tracing::info!(
+                    name: "lock_acquired",
+                    event = "lock_acquired",
+                    key = %key,
+                    fencing_token = held.token,
+                    lease_id = held.lease_id,
+                    ttl_s = held.ttl.as_secs(),
+                    token = %held.record.token,
+                    job = held.record.job.as_deref().unwrap_or(""),
+                    waited_ms = started.elapsed().as_millis() as u64,
+                );
+                return Ok(*held);
             }
-        };
-        let value = serde_json::to_vec(&OwnerRecord::current(opts.job.as_deref(), Some(ttl / 3)))
-            .expect("an owner record always serialises");
-        // The guard keeps the record exactly as stored (times in microseconds).
-        let record: OwnerRecord =
-            serde_json::from_slice(&value).expect("an owner record always round-trips");
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(
-                key,
-                value,
-                Some(PutOptions::new().with_lease(lease_id)),
-            )])
-            .or_else([TxnOp::get(key, None)]);
-        let acquired_at = Instant::now();
-        let resp = match conn.call(Operation::Acquire, client.txn(txn)).await {
-            Ok(resp) => resp,
-            Err(e) => {
-                // The write may have happened; revoking the lease deletes it.
-                revoke_quietly(conn, &mut client, lease_id).await;
-                return Err(e);
-            }
-        };
-        let revision = resp.header().map_or(0, |h| h.revision());
-        if resp.succeeded() {
-            let token = u64::try_from(revision).unwrap_or(0);
-            tracing::info!(
-                name: "lock_acquired",
-                event = "lock_acquired",
-                key = %key,
-                fencing_token = token,
-                lease_id,
-                ttl_s = ttl.as_secs(),
-                token = %record.token,
-                job = record.job.as_deref().unwrap_or(""),
-                waited_ms = started.elapsed().as_millis() as u64,
-            );
-            return Ok(Held {
-                client,
-                lease_id,
-                ttl,
-                token,
-                record,
-                granted_at,
-                acquired_at,
-            });
-        }
-        // Contended. Our lease holds nothing; let it go now rather than at
-        // its expiry.
-        revoke_quietly(conn, &mut client, lease_id).await;
-        let (owner, fencing_token) = holder(&resp.op_responses());
-        if let Some(o) = &owner {
-            tracing::info!(
-                name: "lock_contended",
-                event = "lock_contended",
-                key = %key,
-                holder_pid = o.pid,
-                holder_host = %o.hostname,
+            Ok(Attempt::Contended {
+                owner: holder,
                 fencing_token,
-            );
-        }
-        let until = match wait {
-            Wait::No => {
-                return Err(Error::Contended {
+                revision,
+            }) => {
+                if let Some(o) = &holder {
+                    tracing::info!(
+                        name: "lock_contended",
+                        event = "lock_contended",
+                        key = %key,
+                        holder_pid = o.pid,
+                        holder_host = %o.hostname,
+                        fencing_token,
+                    );
+                }
+                if let Wait::No = wait {
+                    return Err(Error::Contended {
+                        key: key.to_owned(),
+                        owner: holder,
+                        fencing_token,
+                    });
+                }
+                owner = holder;
+                waiting = true;
+                // Watch from the revision after the one we read, so that a
+                // deletion between the transaction and the watch is not missed.
+                wait_deleted(conn, &mut client, revision + 1, until).await
+            }
+            Err(e) => Err(e),
+        };
+        match step {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Error::Timeout {
                     key: key.to_owned(),
+                    waited: started.elapsed(),
                     owner,
-                    fencing_token,
                 });
             }
-            Wait::Forever => None,
-            Wait::Until(until) => Some(until),
-        };
-        // Watch from the revision after the one we read, so that a deletion
-        // between the transaction and the watch is not missed.
-        if !wait_deleted(conn, &mut client, revision + 1, until).await? {
-            return Err(Error::Timeout {
-                key: key.to_owned(),
-                waited: started.elapsed(),
-                owner,
-            });
+            // Once waiting, an etcd hiccup (a leader election, a member
+            // restart) is waited out like the holder is: errors before the
+            // first answer (a wrong endpoint, bad credentials) are returned.
+            Err(e) if waiting => {
+                tracing::warn!(key = %key, error = %e, "waiting for a lease: etcd failed; retrying");
+                if let Some(until) = until
+                    && Instant::now() + RETRY_WAITING >= until
+                {
+                    tokio::time::sleep_until(until.into()).await;
+                    return Err(Error::Timeout {
+                        key: key.to_owned(),
+                        waited: started.elapsed(),
+                        owner,
+                    });
+                }
+                tokio::time::sleep(RETRY_WAITING).await;
+                if let Ok(fresh) = conn.connect().await {
+                    client = fresh;
+                }
+            }
+            Err(e) => return Err(e),
         }
     }
+}
+
+/// How long a waiting acquire pauses after an etcd failure.
+const RETRY_WAITING: Duration = Duration::from_secs(1);
+
+/// Grants a lease and writes the key attached to it if the key does not exist.
+async fn attempt(
+    conn: &Conn,
+    client: &mut Client,
+    opts: &LeaseOptions,
+    ttl_secs: i64,
+) -> Result<Attempt> {
+    let key = conn.key();
+    let granted_at = Instant::now();
+    let grant = conn
+        .call(Operation::Grant, client.lease_grant(ttl_secs, None))
+        .await?;
+    let lease_id = grant.id();
+    let ttl = match u64::try_from(grant.ttl()) {
+        Ok(secs) if secs > 0 => Duration::from_secs(secs),
+        _ => {
+            return Err(conn.error(
+                Operation::Grant,
+                etcd_client::Error::InvalidArgs(format!("etcd granted a TTL of {}s", grant.ttl())),
+            ));
+        }
+    };
+    let value = serde_json::to_vec(&OwnerRecord::current(opts.job.as_deref(), Some(ttl / 3)))
+        .expect("an owner record always serialises");
+    // The guard keeps the record exactly as stored (times in microseconds).
+    let record: OwnerRecord =
+        serde_json::from_slice(&value).expect("an owner record always round-trips");
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            key,
+            value,
+            Some(PutOptions::new().with_lease(lease_id)),
+        )])
+        .or_else([TxnOp::get(key, None)]);
+    let acquired_at = Instant::now();
+    let resp = match conn.call(Operation::Acquire, client.txn(txn)).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            // The write may have happened; revoking the lease deletes it.
+            revoke_quietly(conn, client, lease_id).await;
+            return Err(e);
+        }
+    };
+    let revision = resp.header().map_or(0, |h| h.revision());
+    if resp.succeeded() {
+        return Ok(Attempt::Acquired(Box::new(Held {
+            client: client.clone(),
+            lease_id,
+            ttl,
+            token: u64::try_from(revision).unwrap_or(0),
+            record,
+            granted_at,
+            acquired_at,
+        })));
+    }
+    // Our lease holds nothing; let it go now rather than at its expiry.
+    revoke_quietly(conn, client, lease_id).await;
+    let (owner, fencing_token) = holder(&resp.op_responses());
+    Ok(Attempt::Contended {
+        owner,
+        fencing_token,
+        revision,
+    })
 }
 
 fn ttl_seconds(conn: &Conn, ttl: Duration) -> Result<i64> {

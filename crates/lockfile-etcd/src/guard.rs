@@ -88,7 +88,8 @@ impl LeaseGuard {
         self.token
     }
 
-    /// The owner record stored as the key's value.
+    /// The owner record stored as the key's value. Its
+    /// `heartbeat_interval_ms` is the renewal interval (a third of the TTL).
     pub fn record(&self) -> &OwnerRecord {
         &self.record
     }
@@ -159,8 +160,11 @@ impl LeaseGuard {
     }
 
     /// Releases the lease: stops renewing, deletes the key if it is still
-    /// ours (its create revision is our fencing token), revokes the lease,
-    /// and joins the renewal thread.
+    /// ours (its create revision is our fencing token and it is attached to
+    /// our lease), revokes the lease, and joins the renewal thread.
+    ///
+    /// Blocks for at most about two request timeouts when etcd does not
+    /// answer, and far less when it refuses connections.
     ///
     /// # Errors
     ///
@@ -200,5 +204,19 @@ impl Drop for LeaseGuard {
         {
             tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_signals_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeaseGuard>();
+        send_sync::<LeaseSignal>();
+        send_sync::<LeaseOptions>();
+        send_sync::<Error>();
     }
 }

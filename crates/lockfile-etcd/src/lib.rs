@@ -103,6 +103,8 @@
 //! `lease_lost` and `release_failed`.
 
 #![deny(missing_docs)]
+// The owner record comes from the core crate, which is Unix-only.
+#![cfg(unix)]
 
 mod acquire;
 mod conn;

@@ -292,7 +292,7 @@ impl LeaseSignal {
     }
 
     /// Calls `callback` once, when the lease is lost (at once if it already
-    /// is).
+    /// is), or with [`LostReason::Released`] when the guard releases it.
     ///
     /// It runs on whichever thread notices the loss first: the renewal thread,
     /// or a thread calling [`check`](LeaseSignal::check) or another method.

@@ -371,6 +371,30 @@ fn etcd_down_past_the_ttl_makes_the_holder_declare_loss_first() {
     guard.release().unwrap();
 }
 
+/// A blocking acquire that is waiting when etcd restarts waits on, and takes
+/// the lease when the holder releases it.
+#[test]
+fn a_waiting_acquire_survives_an_etcd_restart() {
+    let mut etcd = Etcd::start();
+    let ttl = Duration::from_secs(6);
+    let holder = etcd.options(ttl).try_acquire("patient").unwrap();
+    let opts = etcd.options(ttl);
+    let waiter = std::thread::spawn(move || {
+        let mut opts = opts;
+        opts.timeout(Duration::from_secs(30)).acquire("patient")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    etcd.restart();
+    // The holder rides out the restart (see the hiccup test), then releases.
+    std::thread::sleep(Duration::from_secs(2));
+    holder.check().unwrap();
+    let token = holder.fencing_token();
+    holder.release().unwrap();
+    let guard = waiter.join().unwrap().expect("the waiter acquires");
+    assert!(guard.fencing_token() > token);
+    guard.release().unwrap();
+}
+
 /// Several processes take turns on one lease, writing to one fenced store:
 /// every write is accepted, and the accepted tokens strictly increase from
 /// one holder to the next.

@@ -63,9 +63,9 @@
 //!   renewal with TTL 0, or the key is deleted or replaced. A renewal that
 //!   merely errors may have succeeded on the server, so it does not count as
 //!   a loss by itself. [`LeaseSignal`] lets another thread wait for the loss
-//!   or be called back, and [`LeaseSignal::wait_step`] implements the stop
-//!   policy for a supervised child (SIGTERM `grace` before the deadline,
-//!   SIGKILL at it).
+//!   or be called back, and [`LeaseSignal::wait_step`] applies a
+//!   [`StopPolicy`] to a supervised child (SIGTERM `grace` before the
+//!   deadline, SIGKILL just before it).
 //! - **Release.** Delete the key only if its create revision is still our
 //!   token, then revoke the lease, then join the thread. Dropping the guard
 //!   does the same, logging errors. After a loss the thread stops renewing
@@ -127,4 +127,4 @@ pub use inspect::{LeaseReport, LeaseState};
 pub use key::{KEY_PREFIX, MAX_NAME_LEN, key_for};
 pub use options::{DEFAULT_ENDPOINT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 pub use signal::LeaseSignal;
-pub use supervise::Step;
+pub use supervise::{Step, StopPolicy};

@@ -183,7 +183,9 @@ fn a_holder_behind_a_black_hole_declares_loss_by_its_deadline() {
     let etcd = Etcd::start();
     let ttl = Duration::from_secs(2);
     let proxy = Proxy::start(&etcd.client_addr());
-    let mut holder = Holder::spawn(ENTRY, &Role::new(&proxy.endpoint(), "partitioned", ttl));
+    let mut role = Role::new(&proxy.endpoint(), "partitioned", ttl);
+    role.supervise = true;
+    let mut holder = Holder::spawn(ENTRY, &role);
     let (old_token, _) = holder.acquired(Duration::from_secs(10));
     // A few renewals go through the proxy first.
     std::thread::sleep(ttl + ttl / 2);
@@ -220,6 +222,39 @@ fn a_holder_behind_a_black_hole_declares_loss_by_its_deadline() {
     assert!(lost.lost_at >= lost.deadline);
     assert!(lost.lost_at - lost.deadline <= SCHEDULING);
     assert!(lost.lost_at <= holed_at + ns(ttl) + SCHEDULING);
+    // The stop policy a command wrapper uses: SIGTERM a third of a TTL before
+    // the deadline, SIGKILL just before it, both before the loss.
+    let step = |kind: &str| {
+        holder
+            .seen
+            .iter()
+            .find_map(|e| match e {
+                Ev::Step {
+                    kind: k,
+                    at,
+                    deadline,
+                } if k == kind => Some((*at, *deadline)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no {kind} step: {:#?}", holder.seen))
+    };
+    let (terminate_at, deadline_then) = step("terminate");
+    let (kill_at, _) = step("kill");
+    // (Instants cross processes as nanoseconds, give or take a microsecond.)
+    assert!(
+        (deadline_then - lost.deadline).abs() < 1_000_000,
+        "the deadline moved after the cut"
+    );
+    eprintln!(
+        "black hole: the stop policy said terminate {:.3}s and kill {:.3}s before the deadline",
+        secs((lost.deadline - terminate_at).into()),
+        secs((lost.deadline - kill_at).into()),
+    );
+    assert!(terminate_at >= lost.deadline - interval);
+    assert!(terminate_at <= lost.deadline - interval + SCHEDULING);
+    assert!(kill_at >= lost.deadline - 100_000_000);
+    assert!(kill_at < lost.deadline, "killed before the deadline");
+    assert!(terminate_at > holed_at);
     // Nobody else held the lease while the holder could still believe it did.
     assert!(taken_at > lost.deadline);
     assert!(guard.fencing_token() > old_token);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{Etcd, raw};
 use etcd_client::PutOptions;
-use lockfile_etcd::{Error, LeaseOptions, LeaseState, LostReason, Operation, Step};
+use lockfile_etcd::{Error, LeaseOptions, LeaseState, LostReason, Operation, Step, StopPolicy};
 
 const TTL: Duration = Duration::from_secs(2);
 
@@ -153,7 +153,10 @@ fn a_deleted_key_is_reported_lost_at_once() {
         ),
         "{err}"
     );
-    assert_eq!(guard.signal().step(Duration::from_secs(1)), Step::Kill);
+    assert_eq!(
+        guard.signal().step(StopPolicy::new(Duration::from_secs(1))),
+        Step::Kill
+    );
     // Releasing a lost lease says so.
     let err = guard.release().unwrap_err();
     assert!(err.is_lost(), "{err}");

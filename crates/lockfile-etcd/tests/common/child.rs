@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use lockfile_etcd::{Error, FencedStore, LeaseOptions, LostReason};
+use lockfile_etcd::{Error, FencedStore, LeaseOptions, LostReason, Step};
 use rustix::process::{Pid, Signal, kill_process};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +38,8 @@ pub struct Role {
     pub rounds: u32,
     /// How long to keep the lost guard (and so its cleanup) before exiting.
     pub linger_after_lost_ms: u64,
+    /// Run a supervisor thread with the default stop policy, reporting steps.
+    pub supervise: bool,
 }
 
 impl Role {
@@ -53,6 +55,7 @@ impl Role {
             hold_ms: None,
             rounds: 1,
             linger_after_lost_ms: 0,
+            supervise: false,
         }
     }
 }
@@ -87,6 +90,12 @@ pub enum Ev {
         deadline: i64,
         last_renewal: i64,
         failed_renewals: u32,
+    },
+    /// The stop policy's step changed.
+    Step {
+        kind: String,
+        at: i64,
+        deadline: i64,
     },
     LateWrite {
         token: u64,
@@ -151,6 +160,32 @@ fn play(role: &Role) {
             acquired_at: ns(guard.acquired_at()),
             deadline: ns(guard.deadline()),
         });
+        if role.supervise {
+            let signal = guard.signal();
+            std::thread::spawn(move || {
+                let policy = signal.default_policy();
+                let mut last = String::new();
+                loop {
+                    let step = signal.wait_step(policy, Instant::now() + Duration::from_secs(1));
+                    let kind = match step {
+                        Step::Continue { .. } => "continue",
+                        Step::Terminate { .. } => "terminate",
+                        _ => "kill",
+                    };
+                    if kind != last {
+                        emit(&Ev::Step {
+                            kind: kind.to_owned(),
+                            at: mono_ns() as i64,
+                            deadline: ns(signal.deadline()),
+                        });
+                        last = kind.to_owned();
+                    }
+                    if kind == "kill" {
+                        return;
+                    }
+                }
+            });
+        }
         let held_since = Instant::now();
         let mut i = 0;
         loop {

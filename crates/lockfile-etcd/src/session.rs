@@ -73,12 +73,11 @@ pub(crate) fn spawn(
                     acquired_at: held.acquired_at,
                     shared: Arc::clone(&shared),
                 };
-                // Renewal starts before the guard exists: it must not wait
-                // for the caller's thread to be scheduled.
-                let session = hold(conn, held, shared, cmd_rx);
-                if ready_tx.send(Ok(acquired)).is_ok() {
-                    session.await;
-                }
+                // Renewal goes on here at once, whenever the caller's thread
+                // gets to build the guard. Should the caller be gone, the
+                // command channel is closed and the session releases.
+                let _ = ready_tx.send(Ok(acquired));
+                hold(conn, held, shared, cmd_rx).await;
             });
             // The client's connection tasks are dropped, not awaited.
             runtime.shutdown_background();
@@ -176,7 +175,14 @@ async fn hold(
             command = commands.recv() => {
                 renewer.abort();
                 watcher.abort();
+                // A deadline that passed unnoticed is a loss all the same.
+                shared.poll(Instant::now());
                 let lost = shared.lock().lost.as_ref().map(|(r, _)| r.clone());
+                // The first connection may be stuck behind a dead network
+                // the renewer has since left; a new one costs little.
+                if let Ok(fresh) = conn.connect().await {
+                    client = fresh;
+                }
                 let result = match lost {
                     Some(reason) => {
                         let cleaned = match cleanup.take() {

@@ -1,0 +1,327 @@
+//! Taking a lease: grant, then write the key attached to it in one
+//! transaction that succeeds only if the key does not exist; on contention,
+//! wait on a watch for the key's deletion.
+
+use std::time::{Duration, Instant};
+
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
+use lockfile::OwnerRecord;
+
+use crate::conn::Conn;
+use crate::error::Operation;
+use crate::{Error, LeaseOptions, Result};
+
+pub(crate) enum Wait {
+    No,
+    Forever,
+    Until(Instant),
+}
+
+/// A lease just taken.
+pub(crate) struct Held {
+    pub(crate) client: Client,
+    pub(crate) lease_id: i64,
+    /// The TTL etcd granted.
+    pub(crate) ttl: Duration,
+    /// The key's create revision.
+    pub(crate) token: u64,
+    pub(crate) record: OwnerRecord,
+    /// When the grant was sent: the lease is good until this plus the TTL.
+    pub(crate) granted_at: Instant,
+    /// When the winning transaction was sent.
+    pub(crate) acquired_at: Instant,
+}
+
+/// The outcome of one grant-and-write attempt.
+enum Attempt {
+    Acquired(Box<Held>),
+    Contended {
+        owner: Option<Box<OwnerRecord>>,
+        fencing_token: u64,
+        /// The revision at which the key was read.
+        revision: i64,
+    },
+}
+
+pub(crate) async fn acquire(conn: &Conn, opts: &LeaseOptions, wait: Wait) -> Result<Held> {
+    let ttl_secs = ttl_seconds(conn, opts.ttl)?;
+    let started = Instant::now();
+    let key = conn.key();
+    let until = match wait {
+        Wait::Until(until) => Some(until),
+        Wait::No | Wait::Forever => None,
+    };
+    let mut client = conn.connect().await?;
+    let mut owner = None;
+    let mut waiting = false;
+    loop {
+        let step = match attempt(conn, &mut client, opts, ttl_secs).await {
+            Ok(Attempt::Acquired(held)) => {
+                tracing::info!(
+                    name: "lock_acquired",
+                    event = "lock_acquired",
+                    key = %key,
+                    fencing_token = held.token,
+                    lease_id = held.lease_id,
+                    ttl_s = held.ttl.as_secs(),
+                    token = %held.record.token,
+                    job = held.record.job.as_deref().unwrap_or(""),
+                    waited_ms = started.elapsed().as_millis() as u64,
+                );
+                return Ok(*held);
+            }
+            Ok(Attempt::Contended {
+                owner: holder,
+                fencing_token,
+                revision,
+            }) => {
+                if let Some(o) = &holder {
+                    tracing::info!(
+                        name: "lock_contended",
+                        event = "lock_contended",
+                        key = %key,
+                        holder_pid = o.pid,
+                        holder_host = %o.hostname,
+                        fencing_token,
+                    );
+                }
+                if let Wait::No = wait {
+                    return Err(Error::Contended {
+                        key: key.to_owned(),
+                        owner: holder,
+                        fencing_token,
+                    });
+                }
+                owner = holder;
+                waiting = true;
+                // Watch from the revision after the one we read, so that a
+                // deletion between the transaction and the watch is not missed.
+                wait_deleted(conn, &mut client, revision + 1, until).await
+            }
+            Err(e) => Err(e),
+        };
+        match step {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Error::Timeout {
+                    key: key.to_owned(),
+                    waited: started.elapsed(),
+                    owner,
+                });
+            }
+            // Once waiting, an etcd hiccup (a leader election, a member
+            // restart) is waited out like the holder is: errors before the
+            // first answer (a wrong endpoint, bad credentials) are returned.
+            Err(e) if waiting => {
+                tracing::warn!(key = %key, error = %e, "waiting for a lease: etcd failed; retrying");
+                if let Some(until) = until
+                    && Instant::now() + RETRY_WAITING >= until
+                {
+                    tokio::time::sleep_until(until.into()).await;
+                    return Err(Error::Timeout {
+                        key: key.to_owned(),
+                        waited: started.elapsed(),
+                        owner,
+                    });
+                }
+                tokio::time::sleep(RETRY_WAITING).await;
+                if let Ok(fresh) = conn.connect().await {
+                    client = fresh;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// How long a waiting acquire pauses after an etcd failure.
+const RETRY_WAITING: Duration = Duration::from_secs(1);
+
+/// Grants a lease and writes the key attached to it if the key does not exist.
+async fn attempt(
+    conn: &Conn,
+    client: &mut Client,
+    opts: &LeaseOptions,
+    ttl_secs: i64,
+) -> Result<Attempt> {
+    let key = conn.key();
+    let granted_at = Instant::now();
+    let grant = conn
+        .call(Operation::Grant, client.lease_grant(ttl_secs, None))
+        .await?;
+    let lease_id = grant.id();
+    let ttl = match u64::try_from(grant.ttl()) {
+        Ok(secs) if secs > 0 => Duration::from_secs(secs),
+        _ => {
+            return Err(conn.error(
+                Operation::Grant,
+                etcd_client::Error::InvalidArgs(format!("etcd granted a TTL of {}s", grant.ttl())),
+            ));
+        }
+    };
+    let value = serde_json::to_vec(&OwnerRecord::current(opts.job.as_deref(), Some(ttl / 3)))
+        .expect("an owner record always serialises");
+    // The guard keeps the record exactly as stored (times in microseconds).
+    let record: OwnerRecord =
+        serde_json::from_slice(&value).expect("an owner record always round-trips");
+    let txn = Txn::new()
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(
+            key,
+            value,
+            Some(PutOptions::new().with_lease(lease_id)),
+        )])
+        .or_else([TxnOp::get(key, None)]);
+    let acquired_at = Instant::now();
+    let resp = match conn.call(Operation::Acquire, client.txn(txn)).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            // The write may have happened; revoking the lease deletes it.
+            revoke_quietly(conn, client, lease_id).await;
+            return Err(e);
+        }
+    };
+    let revision = resp.header().map_or(0, |h| h.revision());
+    if resp.succeeded() {
+        return Ok(Attempt::Acquired(Box::new(Held {
+            client: client.clone(),
+            lease_id,
+            ttl,
+            token: u64::try_from(revision).unwrap_or(0),
+            record,
+            granted_at,
+            acquired_at,
+        })));
+    }
+    // Our lease holds nothing; let it go now rather than at its expiry.
+    revoke_quietly(conn, client, lease_id).await;
+    let (owner, fencing_token) = holder(&resp.op_responses());
+    Ok(Attempt::Contended {
+        owner,
+        fencing_token,
+        revision,
+    })
+}
+
+fn ttl_seconds(conn: &Conn, ttl: Duration) -> Result<i64> {
+    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    if secs == 0 {
+        return Err(Error::InvalidOptions {
+            op: Operation::Grant,
+            key: conn.key().to_owned(),
+            reason: "the TTL is zero".to_owned(),
+        });
+    }
+    i64::try_from(secs).map_err(|_| Error::InvalidOptions {
+        op: Operation::Grant,
+        key: conn.key().to_owned(),
+        reason: format!("a TTL of {secs}s is too long"),
+    })
+}
+
+/// The holder's record and fencing token from the transaction's `else` read.
+fn holder(responses: &[TxnOpResponse]) -> (Option<Box<OwnerRecord>>, u64) {
+    for r in responses {
+        if let TxnOpResponse::Get(get) = r
+            && let Some(kv) = get.kvs().first()
+        {
+            let owner = serde_json::from_slice::<OwnerRecord>(kv.value())
+                .ok()
+                .map(Box::new);
+            return (owner, u64::try_from(kv.create_revision()).unwrap_or(0));
+        }
+    }
+    (None, 0)
+}
+
+pub(crate) async fn revoke_quietly(conn: &Conn, client: &mut Client, lease_id: i64) {
+    if let Err(e) = conn
+        .call(Operation::Revoke, client.lease_revoke(lease_id))
+        .await
+    {
+        tracing::debug!(error = %e, "revoking an unused lease failed; it will expire");
+    }
+}
+
+/// Waits on a watch for the key's deletion, from revision `from`. True when
+/// deleted (or when the watch cannot tell, so the caller tries again), false
+/// when `until` passed.
+///
+/// A watch that goes silent on a dead connection is noticed: every
+/// `LIVENESS` without a message the watch asks etcd for a progress report,
+/// and a watch that does not answer that is opened anew.
+async fn wait_deleted(
+    conn: &Conn,
+    client: &mut Client,
+    mut from: i64,
+    until: Option<Instant>,
+) -> Result<bool> {
+    const LIVENESS: Duration = Duration::from_secs(5);
+    let key = conn.key();
+    let mut reconnected = false;
+    'watch: loop {
+        let options = WatchOptions::new().with_start_revision(from);
+        let mut stream = match conn
+            .call(Operation::Watch, client.watch(key, Some(options)))
+            .await
+        {
+            Ok(stream) => stream,
+            Err(e) if reconnected => return Err(e),
+            Err(_) => {
+                reconnected = true;
+                *client = conn.connect().await?;
+                continue;
+            }
+        };
+        let mut asked_progress = false;
+        loop {
+            let next = tokio::time::Instant::now() + LIVENESS;
+            let wake = until.map_or(next, |u| next.min(u.into()));
+            let message = tokio::select! {
+                m = stream.message() => m,
+                () = tokio::time::sleep_until(wake) => {
+                    if until.is_some_and(|u| Instant::now() >= u) {
+                        return Ok(false);
+                    }
+                    if asked_progress {
+                        // Two silent periods: the connection is dead.
+                        *client = conn.connect().await?;
+                        continue 'watch;
+                    }
+                    asked_progress = true;
+                    let _ = stream.request_progress().await;
+                    continue;
+                }
+            };
+            asked_progress = false;
+            match message {
+                Ok(Some(resp)) => {
+                    reconnected = false;
+                    if resp.canceled() {
+                        // Compacted past `from`, or refused: try the
+                        // transaction again, which reads the current state.
+                        return Ok(true);
+                    }
+                    for event in resp.events() {
+                        if event.event_type() == EventType::Delete {
+                            return Ok(true);
+                        }
+                        if let Some(kv) = event.kv() {
+                            from = from.max(kv.mod_revision() + 1);
+                        }
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    if reconnected {
+                        return Ok(true);
+                    }
+                    reconnected = true;
+                    *client = conn.connect().await?;
+                    continue 'watch;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Talking to etcd: connecting, bounding every call in time, naming errors.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions};
+
+use crate::error::Operation;
+use crate::{Error, LeaseOptions, Result};
+
+/// Everything needed to (re)connect to etcd about one key.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    endpoints: Arc<[String]>,
+    /// The endpoints as shown in error messages.
+    shown: Arc<str>,
+    key: Arc<str>,
+    pub(crate) request_timeout: Duration,
+    connect: ConnectOptions,
+}
+
+impl Conn {
+    pub(crate) fn new(opts: &LeaseOptions, key: &str) -> Result<Conn> {
+        if opts.endpoints.is_empty() {
+            return Err(Error::InvalidOptions {
+                op: Operation::Connect,
+                key: key.to_owned(),
+                reason: "no etcd endpoints were given".to_owned(),
+            });
+        }
+        if opts.request_timeout.is_zero() {
+            return Err(Error::InvalidOptions {
+                op: Operation::Connect,
+                key: key.to_owned(),
+                reason: "the request timeout is zero".to_owned(),
+            });
+        }
+        // A member cut off from its leader would otherwise keep serving a
+        // watch that never delivers an event; with this it closes the stream
+        // and the client moves to another member.
+        let mut connect = ConnectOptions::new()
+            .with_connect_timeout(opts.request_timeout)
+            .with_require_leader(true);
+        if let Some((name, password)) = &opts.user {
+            connect = connect.with_user(name.clone(), password.clone());
+        }
+        Ok(Conn {
+            endpoints: opts.endpoints.clone().into(),
+            shown: opts.endpoints.join(",").into(),
+            key: key.into(),
+            request_timeout: opts.request_timeout,
+            connect,
+        })
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// A new client with its own connections. Connecting is lazy: this
+    /// fails only for malformed endpoints or failed authentication.
+    pub(crate) async fn connect(&self) -> Result<Client> {
+        let endpoints: &[String] = &self.endpoints;
+        self.call(
+            Operation::Connect,
+            Client::connect(endpoints, Some(self.connect.clone())),
+        )
+        .await
+    }
+
+    /// Runs one etcd call, bounded by the request timeout.
+    pub(crate) async fn call<T>(
+        &self,
+        op: Operation,
+        call: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T> {
+        self.call_within(op, self.request_timeout, call).await
+    }
+
+    /// Runs one etcd call, bounded by `limit`.
+    pub(crate) async fn call_within<T>(
+        &self,
+        op: Operation,
+        limit: Duration,
+        call: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.error(op, e)),
+            Err(_) => Err(self.unanswered(op, limit)),
+        }
+    }
+
+    pub(crate) fn error(&self, op: Operation, source: etcd_client::Error) -> Error {
+        Error::Etcd {
+            op,
+            key: self.key.to_string(),
+            endpoints: self.shown.to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn unanswered(&self, op: Operation, after: Duration) -> Error {
+        Error::Unanswered {
+            op,
+            key: self.key.to_string(),
+            endpoints: self.shown.to_string(),
+            after,
+        }
+    }
+}
+
+/// Runs `make()`'s future to completion on a fresh single-threaded runtime in
+/// a scoped thread, so that blocking calls work from anywhere, including from
+/// inside another async runtime (where `block_on` would panic).
+pub(crate) fn block_on<T, F>(key: &str, make: impl FnOnce() -> F + Send) -> Result<T>
+where
+    T: Send,
+    F: Future<Output = Result<T>>,
+{
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("lockfile-etcd".to_owned())
+            .spawn_scoped(scope, || -> Result<T> {
+                let runtime = runtime(key)?;
+                let result = runtime.block_on(make());
+                // Never wait for the client's background tasks to wind down.
+                runtime.shutdown_background();
+                result
+            })
+            .map_err(|e| spawn_error(key, e))?;
+        thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| spawn_error(key, e))
+}
+
+pub(crate) fn spawn_error(key: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        op: Operation::Spawn,
+        key: key.to_owned(),
+        source,
+    }
+}

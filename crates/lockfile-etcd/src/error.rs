@@ -1,0 +1,348 @@
+//! The crate's one error type. Every message names the operation and the key
+//! (and the etcd endpoints when the server was involved).
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lockfile::OwnerRecord;
+
+/// A `Result` whose error is this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed error from a layer below this crate (the etcd client, the core
+/// crate). Boxed so that their versions are not part of this crate's API.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What the crate was doing when an error happened. Shown in messages as
+/// "cannot OPERATION `KEY`".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Operation {
+    /// Connecting to the etcd endpoints.
+    Connect,
+    /// Granting the lease that the key will be attached to.
+    Grant,
+    /// The transaction that writes the key if it does not exist.
+    Acquire,
+    /// Watching the key.
+    Watch,
+    /// Renewing the lease.
+    Renew,
+    /// Reading the key.
+    Read,
+    /// Deleting the key on release.
+    Release,
+    /// Revoking the lease on release.
+    Revoke,
+    /// Reading the lease's remaining time-to-live.
+    TimeToLive,
+    /// Starting the thread that renews the lease.
+    Spawn,
+    /// Reading a fenced store.
+    ReadStore,
+    /// Writing a fenced store.
+    WriteStore,
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operation::Connect => "connect to etcd for",
+            Operation::Grant => "grant a lease for",
+            Operation::Acquire => "write the owner record to",
+            Operation::Watch => "watch",
+            Operation::Renew => "renew the lease on",
+            Operation::Read => "read",
+            Operation::Release => "delete",
+            Operation::Revoke => "revoke the lease on",
+            Operation::TimeToLive => "read the lease time-to-live of",
+            Operation::Spawn => "start the renewal thread for",
+            Operation::ReadStore => "read fenced store",
+            Operation::WriteStore => "write fenced store",
+        })
+    }
+}
+
+/// Why a held lease can no longer be trusted. See
+/// [`LeaseGuard::check`](crate::LeaseGuard::check).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// No renewal succeeded in time: the local deadline (the send time of the
+    /// last successful renewal plus the TTL) passed. etcd may have expired
+    /// the lease, or may not; the holder can no longer tell.
+    DeadlinePassed {
+        /// The lease's TTL.
+        ttl: Duration,
+        /// How long before the moment the loss was noticed the last
+        /// successful renewal was sent. At least `ttl`.
+        since_renewal: Duration,
+    },
+    /// etcd answered a renewal with a TTL of zero: the lease no longer exists.
+    Expired,
+    /// The key was deleted: by etcd when the lease expired, or by someone else.
+    KeyDeleted {
+        /// The etcd revision of the deletion, when known.
+        revision: i64,
+    },
+    /// The key now belongs to another lease or another holder.
+    KeyReplaced {
+        /// The etcd revision of the change.
+        revision: i64,
+    },
+    /// The guard released the lease. Not a failure, but work bound to the
+    /// lease must stop all the same.
+    Released,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostReason::DeadlinePassed { ttl, since_renewal } => write!(
+                f,
+                "no renewal succeeded within the lease's TTL of {} (the last successful one was sent {} ago); etcd may have expired it",
+                humantime::format_duration(*ttl),
+                humantime::format_duration(millis(*since_renewal)),
+            ),
+            LostReason::Expired => {
+                f.write_str("etcd answered a renewal with TTL 0: the lease has expired")
+            }
+            LostReason::KeyDeleted { revision } => {
+                write!(f, "the key was deleted at revision {revision}")
+            }
+            LostReason::KeyReplaced { revision } => write!(
+                f,
+                "the key was overwritten at revision {revision} and is no longer attached to this lease"
+            ),
+            LostReason::Released => f.write_str("the lease was released"),
+        }
+    }
+}
+
+fn millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Everything that can go wrong while acquiring, holding, inspecting or
+/// releasing a lease, or writing a fenced store.
+///
+/// Contention is its own variant, [`Error::Contended`], and a lost lease is
+/// [`Error::LeaseLost`]: test for them with [`Error::is_contended`] and
+/// [`Error::is_lost`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Someone else holds the lease. `owner` is their record when the key's
+    /// value is one.
+    #[error("`{key}` is held by {} (fencing token {fencing_token})", DisplayOwner(owner.as_deref()))]
+    Contended {
+        /// The etcd key.
+        key: String,
+        /// The holder's owner record, when the key holds a readable one.
+        owner: Option<Box<OwnerRecord>>,
+        /// The holder's fencing token (the key's create revision).
+        fencing_token: u64,
+    },
+    /// A bounded wait ended before the lease came free.
+    #[error(
+        "gave up waiting for `{key}` after {}: it is held by {}",
+        humantime::format_duration(millis(*waited)),
+        DisplayOwner(owner.as_deref())
+    )]
+    Timeout {
+        /// The etcd key.
+        key: String,
+        /// How long the call waited.
+        waited: Duration,
+        /// The holder's owner record as last seen, when readable.
+        owner: Option<Box<OwnerRecord>>,
+    },
+    /// The lease may have lapsed: stop acting on it.
+    #[error("the lease on `{key}` is lost: {reason}")]
+    LeaseLost {
+        /// The etcd key.
+        key: String,
+        /// What happened.
+        reason: LostReason,
+    },
+    /// The lock name cannot be used as a key.
+    #[error("cannot use {name:?} as a lease name: {reason}")]
+    InvalidName {
+        /// The name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The options cannot work.
+    #[error("cannot {op} `{key}`: {reason}")]
+    InvalidOptions {
+        /// The operation that was refused.
+        op: Operation,
+        /// The etcd key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// etcd (or the connection to it) returned an error.
+    #[error("cannot {op} `{key}` on etcd at {endpoints}: {source}")]
+    Etcd {
+        /// The failed operation.
+        op: Operation,
+        /// The etcd key.
+        key: String,
+        /// The endpoints, comma-separated.
+        endpoints: String,
+        /// The client's error.
+        source: BoxError,
+    },
+    /// etcd did not answer in time.
+    #[error(
+        "cannot {op} `{key}` on etcd at {endpoints}: no answer within {}",
+        humantime::format_duration(millis(*after))
+    )]
+    Unanswered {
+        /// The failed operation.
+        op: Operation,
+        /// The etcd key.
+        key: String,
+        /// The endpoints, comma-separated.
+        endpoints: String,
+        /// How long the call waited.
+        after: Duration,
+    },
+    /// A fenced store refused a write carrying an older fencing token.
+    #[error(
+        "fenced store `{}` rejected a write with fencing token {token}: it already accepted token {highest}",
+        path.display()
+    )]
+    Fenced {
+        /// The store.
+        path: PathBuf,
+        /// The token the write carried.
+        token: u64,
+        /// The highest token the store has accepted.
+        highest: u64,
+    },
+    /// A fenced store could not be read or written.
+    #[error("cannot {op} `{}`: {source}", path.display())]
+    Store {
+        /// The failed operation.
+        op: Operation,
+        /// The store.
+        path: PathBuf,
+        /// The underlying error.
+        source: BoxError,
+    },
+    /// Any other local failure (starting a thread or a runtime).
+    #[error("cannot {op} `{key}`: {source}")]
+    Io {
+        /// The failed operation.
+        op: Operation,
+        /// The etcd key.
+        key: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+struct DisplayOwner<'a>(Option<&'a OwnerRecord>);
+
+impl fmt::Display for DisplayOwner<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(owner) => owner.fmt(f),
+            None => f.write_str("a holder that wrote no owner record"),
+        }
+    }
+}
+
+impl Error {
+    /// Whether the lease is held by someone else ([`Error::Contended`] or
+    /// [`Error::Timeout`]), as opposed to a failure to try at all.
+    pub fn is_contended(&self) -> bool {
+        matches!(self, Error::Contended { .. } | Error::Timeout { .. })
+    }
+
+    /// Whether this is [`Error::LeaseLost`]: a lease that was held may have
+    /// lapsed.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Error::LeaseLost { .. })
+    }
+
+    /// The holder's owner record, for [`Error::Contended`] and [`Error::Timeout`].
+    pub fn owner(&self) -> Option<&OwnerRecord> {
+        match self {
+            Error::Contended { owner, .. } | Error::Timeout { owner, .. } => owner.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Why the lease was lost, for [`Error::LeaseLost`].
+    pub fn lost_reason(&self) -> Option<&LostReason> {
+        match self {
+            Error::LeaseLost { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The etcd key the error is about, when it is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Error::Contended { key, .. }
+            | Error::Timeout { key, .. }
+            | Error::LeaseLost { key, .. }
+            | Error::InvalidOptions { key, .. }
+            | Error::Etcd { key, .. }
+            | Error::Unanswered { key, .. }
+            | Error::Io { key, .. } => Some(key),
+            Error::InvalidName { .. } | Error::Fenced { .. } | Error::Store { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_operation_and_the_key() {
+        let e = Error::Unanswered {
+            op: Operation::Grant,
+            key: "lockfile/locks/nightly".to_owned(),
+            endpoints: "http://10.0.0.1:2379".to_owned(),
+            after: Duration::from_millis(5000),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot grant a lease for `lockfile/locks/nightly` on etcd at http://10.0.0.1:2379: no answer within 5s"
+        );
+        assert_eq!(e.key(), Some("lockfile/locks/nightly"));
+        assert!(!e.is_contended() && !e.is_lost());
+
+        let e = Error::LeaseLost {
+            key: "lockfile/locks/nightly".to_owned(),
+            reason: LostReason::DeadlinePassed {
+                ttl: Duration::from_secs(10),
+                since_renewal: Duration::from_micros(10_250_123),
+            },
+        };
+        assert!(e.is_lost());
+        assert_eq!(
+            e.to_string(),
+            "the lease on `lockfile/locks/nightly` is lost: no renewal succeeded within the lease's TTL of 10s (the last successful one was sent 10s 250ms ago); etcd may have expired it"
+        );
+
+        let e = Error::Contended {
+            key: "lockfile/locks/nightly".to_owned(),
+            owner: None,
+            fencing_token: 42,
+        };
+        assert!(e.is_contended());
+        assert_eq!(
+            e.to_string(),
+            "`lockfile/locks/nightly` is held by a holder that wrote no owner record (fencing token 42)"
+        );
+    }
+}

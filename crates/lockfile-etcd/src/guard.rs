@@ -1,0 +1,222 @@
+//! `LeaseGuard`: a held lease, renewed in the background until released.
+
+use std::sync::mpsc::sync_channel;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lockfile::OwnerRecord;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::session::Command;
+use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result};
+
+/// A held lease. Dropping it releases the lease; [`release`](LeaseGuard::release)
+/// does the same and reports errors.
+///
+/// A thread of the guard's own renews the lease every third of the TTL and
+/// watches the key, so renewal goes on while the caller's (synchronous) work
+/// runs. The guard knows the latest moment it can be sure it still holds the
+/// lease ([`deadline`](LeaseGuard::deadline)) and says so the moment that
+/// certainty ends ([`check`](LeaseGuard::check), [`signal`](LeaseGuard::signal)).
+///
+/// Holding a lease is a belief with an expiry date, not a fact: a process
+/// paused past its deadline (a stop signal, a long GC, a VM migration) wakes up
+/// still "holding" it. Pass [`fencing_token`](LeaseGuard::fencing_token) to
+/// every resource you change, and have the resource refuse tokens older than
+/// the newest it has seen (see [`FencedStore`](crate::FencedStore)).
+#[derive(Debug)]
+#[must_use = "if unused the lease is released immediately"]
+pub struct LeaseGuard {
+    pub(crate) name: String,
+    pub(crate) key: String,
+    pub(crate) lease_id: i64,
+    pub(crate) ttl: Duration,
+    pub(crate) token: u64,
+    pub(crate) record: OwnerRecord,
+    pub(crate) acquired_at: Instant,
+    pub(crate) signal: LeaseSignal,
+    pub(crate) commands: UnboundedSender<Command>,
+    pub(crate) thread: Option<JoinHandle<()>>,
+    /// Set once the guard has released, so that dropping it does nothing.
+    pub(crate) done: bool,
+}
+
+impl LeaseGuard {
+    /// Takes the lease on `name` from the local etcd with every default,
+    /// waiting as long as it takes. Same as `LeaseOptions::new().acquire(name)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeaseOptions::acquire`].
+    pub fn acquire(name: &str) -> Result<LeaseGuard> {
+        LeaseOptions::new().acquire(name)
+    }
+
+    /// Takes the lease on `name` from the local etcd with every default if
+    /// nobody holds it, without waiting. Same as
+    /// `LeaseOptions::new().try_acquire(name)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`] with the holder's record when someone holds the
+    /// lease (see [`Error::is_contended`]); otherwise as
+    /// [`LeaseOptions::acquire`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), lockfile_etcd::Error> {
+    /// match lockfile_etcd::LeaseGuard::try_acquire("nightly") {
+    ///     Ok(guard) => { /* run the job */ guard.release()?; }
+    ///     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_acquire(name: &str) -> Result<LeaseGuard> {
+        LeaseOptions::new().try_acquire(name)
+    }
+
+    /// The fencing token: the key's create revision in etcd. Every later
+    /// acquisition of any lease in the same etcd cluster gets a larger one.
+    ///
+    /// Give it to every resource the work changes (the `lockfile` command
+    /// exports it as `LOCKFILE_FENCING_TOKEN`), and have the resource reject a
+    /// token lower than the highest it has accepted.
+    pub fn fencing_token(&self) -> u64 {
+        self.token
+    }
+
+    /// The owner record stored as the key's value. Its
+    /// `heartbeat_interval_ms` is the renewal interval (a third of the TTL).
+    pub fn record(&self) -> &OwnerRecord {
+        &self.record
+    }
+
+    /// The lease name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The etcd key (`lockfile/locks/NAME`).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The etcd lease id.
+    pub fn lease_id(&self) -> i64 {
+        self.lease_id
+    }
+
+    /// The TTL etcd granted (at least the one asked for).
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// When the transaction that took the lease was sent (monotonic clock).
+    /// The lease was not ours before this.
+    pub fn acquired_at(&self) -> Instant {
+        self.acquired_at
+    }
+
+    /// The latest moment (monotonic clock) the guard can be sure it still
+    /// holds the lease: the send time of the last successful renewal plus
+    /// the TTL. See [`LeaseSignal::deadline`].
+    pub fn deadline(&self) -> Instant {
+        self.signal.deadline()
+    }
+
+    /// The send time of the last renewal that succeeded.
+    pub fn last_renewal(&self) -> Instant {
+        self.signal.last_renewal()
+    }
+
+    /// `Ok` while the lease is certainly held, [`Error::LeaseLost`] as soon as
+    /// it may have lapsed. See [`LeaseSignal::check`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] with the reason.
+    pub fn check(&self) -> Result<()> {
+        self.signal.check()
+    }
+
+    /// Whether the lease may have lapsed.
+    pub fn is_lost(&self) -> bool {
+        self.signal.is_lost()
+    }
+
+    /// Blocks until the lease is lost (returning why) or `timeout` passes.
+    /// See [`LeaseSignal::wait_lost`].
+    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
+        self.signal.wait_lost(timeout)
+    }
+
+    /// A handle on the lease's deadline and lost signal for other threads,
+    /// with the child-supervision policy ([`LeaseSignal::wait_step`]).
+    pub fn signal(&self) -> LeaseSignal {
+        self.signal.clone()
+    }
+
+    /// Releases the lease: stops renewing, deletes the key if it is still
+    /// ours (its create revision is our fencing token and it is attached to
+    /// our lease), revokes the lease, and joins the renewal thread.
+    ///
+    /// Blocks for at most about two request timeouts when etcd does not
+    /// answer, and far less when it refuses connections.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`] when the lease had been lost before the release
+    /// (whatever was done under it may have overlapped another holder);
+    /// [`Error::Etcd`] or [`Error::Unanswered`] when etcd could not be told.
+    /// In every case renewal has stopped when this returns, and an
+    /// unreleased lease expires after its TTL.
+    pub fn release(mut self) -> Result<()> {
+        self.release_inner()
+    }
+
+    fn release_inner(&mut self) -> Result<()> {
+        self.done = true;
+        let (reply_tx, reply_rx) = sync_channel(1);
+        let result = match self.commands.send(Command::Release(reply_tx)) {
+            Ok(()) => reply_rx.recv().ok(),
+            Err(_) => None,
+        };
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        result.unwrap_or_else(|| {
+            Err(Error::Io {
+                op: crate::Operation::Release,
+                key: self.key.clone(),
+                source: std::io::Error::other("the renewal thread had stopped"),
+            })
+        })
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if !self.done
+            && let Err(e) = self.release_inner()
+        {
+            tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_signals_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeaseGuard>();
+        send_sync::<LeaseSignal>();
+        send_sync::<LeaseOptions>();
+        send_sync::<Error>();
+    }
+}

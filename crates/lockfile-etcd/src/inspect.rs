@@ -1,0 +1,213 @@
+//! `inspect`: who holds a lease, with its fencing token and remaining TTL.
+
+use std::fmt;
+use std::time::Duration;
+
+use etcd_client::{Client, GetOptions, KeyValue, LeaseTimeToLiveOptions};
+use lockfile::OwnerRecord;
+use serde::{Serialize, Serializer};
+
+use crate::conn::{self, Conn};
+use crate::error::Operation;
+use crate::key::name_of;
+use crate::{KEY_PREFIX, LeaseOptions, Result, key_for};
+
+/// Whether a lease is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// There is no key: nobody holds the lease.
+    Free,
+    /// The key exists, attached to a live lease.
+    Held,
+}
+
+impl LeaseState {
+    /// The lowercase name used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseState::Free => "free",
+            LeaseState::Held => "held",
+        }
+    }
+}
+
+impl fmt::Display for LeaseState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What [`LeaseOptions::inspect`] found about one lease.
+///
+/// Serialises to the JSON shape of `lockfile inspect --etcd --json`: the same
+/// `owner` object as a lock file's report, plus `fencing_token` and
+/// `ttl_remaining_seconds`.
+///
+/// ```json
+/// {"name":"nightly","key":"lockfile/locks/nightly","state":"held",
+///  "owner":{"pid":4242,"hostname":"web-1","token":"…","job":"nightly",
+///           "acquired_at":"2026-01-02T03:04:05.000000Z","heartbeat_interval_ms":3333},
+///  "fencing_token":1187,"lease_id":7587869727512379142,
+///  "ttl_seconds":10.0,"ttl_remaining_seconds":8.0}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseReport {
+    /// The lease name.
+    pub name: String,
+    /// The etcd key.
+    pub key: String,
+    /// Whether the lease is held.
+    pub state: LeaseState,
+    /// The holder's owner record, when the key holds one.
+    pub owner: Option<OwnerRecord>,
+    /// The holder's fencing token (the key's create revision).
+    pub fencing_token: Option<u64>,
+    /// The etcd lease the key is attached to (`None` for a key written
+    /// without a lease, which never expires: not one of ours).
+    pub lease_id: Option<i64>,
+    /// The TTL the lease was granted.
+    pub ttl: Option<Duration>,
+    /// What is left of the lease's TTL, as etcd counts it (whole seconds,
+    /// rounded down; the lease lives for less than one second more).
+    pub ttl_remaining: Option<Duration>,
+    /// Why the key's value is not an owner record, when it is not.
+    pub content_error: Option<String>,
+}
+
+impl Serialize for LeaseReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct ReportJson<'a> {
+            name: &'a str,
+            key: &'a str,
+            state: LeaseState,
+            owner: Option<&'a OwnerRecord>,
+            fencing_token: Option<u64>,
+            lease_id: Option<i64>,
+            ttl_seconds: Option<f64>,
+            ttl_remaining_seconds: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            content_error: Option<&'a str>,
+        }
+        ReportJson {
+            name: &self.name,
+            key: &self.key,
+            state: self.state,
+            owner: self.owner.as_ref(),
+            fencing_token: self.fencing_token,
+            lease_id: self.lease_id,
+            ttl_seconds: self.ttl.map(|d| d.as_secs_f64()),
+            ttl_remaining_seconds: self.ttl_remaining.map(|d| d.as_secs_f64()),
+            content_error: self.content_error.as_deref(),
+        }
+        .serialize(s)
+    }
+}
+
+impl fmt::Display for LeaseReport {
+    /// One line for humans.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.state)?;
+        if let Some(owner) = &self.owner {
+            write!(f, " by {owner}")?;
+        }
+        if let Some(token) = self.fencing_token {
+            write!(f, ", fencing token {token}")?;
+        }
+        if let Some(left) = self.ttl_remaining {
+            write!(f, ", lease expires in {}s unless renewed", left.as_secs())?;
+        }
+        if let Some(e) = &self.content_error {
+            write!(f, " ({e})")?;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
+    let key = key_for(name)?;
+    let conn = Conn::new(opts, &key)?;
+    conn::block_on(&key, || async {
+        let mut client = conn.connect().await?;
+        let get = conn
+            .call(Operation::Read, client.get(key.as_str(), None))
+            .await?;
+        match get.kvs().first() {
+            None => Ok(LeaseReport {
+                name: name.to_owned(),
+                key: key.clone(),
+                state: LeaseState::Free,
+                owner: None,
+                fencing_token: None,
+                lease_id: None,
+                ttl: None,
+                ttl_remaining: None,
+                content_error: None,
+            }),
+            Some(kv) => report(&conn, &mut client, name, kv).await,
+        }
+    })
+}
+
+pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
+    let conn = Conn::new(opts, KEY_PREFIX)?;
+    conn::block_on(KEY_PREFIX, || async {
+        let mut client = conn.connect().await?;
+        let get = conn
+            .call(
+                Operation::Read,
+                client.get(KEY_PREFIX, Some(GetOptions::new().with_prefix())),
+            )
+            .await?;
+        let mut reports = Vec::new();
+        for kv in get.kvs() {
+            // Keys under the prefix that no valid name maps to are not ours.
+            if let Some(name) = name_of(kv.key()).filter(|n| key_for(n).is_ok()) {
+                reports.push(report(&conn, &mut client, name, kv).await?);
+            }
+        }
+        reports.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(reports)
+    })
+}
+
+async fn report(
+    conn: &Conn,
+    client: &mut Client,
+    name: &str,
+    kv: &KeyValue,
+) -> Result<LeaseReport> {
+    let (owner, content_error) = match serde_json::from_slice::<OwnerRecord>(kv.value()) {
+        Ok(owner) => (Some(owner), None),
+        Err(e) => (None, Some(format!("the value is not an owner record: {e}"))),
+    };
+    let lease_id = (kv.lease() != 0).then_some(kv.lease());
+    let (mut ttl, mut ttl_remaining) = (None, None);
+    if let Some(id) = lease_id {
+        let live = conn
+            .call(
+                Operation::TimeToLive,
+                client.lease_time_to_live(id, Some(LeaseTimeToLiveOptions::new())),
+            )
+            .await?;
+        // -1: the lease expired after the read; its key is being deleted.
+        ttl_remaining = Some(Duration::from_secs(u64::try_from(live.ttl()).unwrap_or(0)));
+        ttl = u64::try_from(live.granted_ttl())
+            .ok()
+            .map(Duration::from_secs);
+    }
+    Ok(LeaseReport {
+        name: name.to_owned(),
+        key: String::from_utf8_lossy(kv.key()).into_owned(),
+        state: LeaseState::Held,
+        owner,
+        fencing_token: u64::try_from(kv.create_revision()).ok(),
+        lease_id,
+        ttl,
+        ttl_remaining,
+        content_error,
+    })
+}

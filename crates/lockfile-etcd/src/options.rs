@@ -1,0 +1,203 @@
+//! `LeaseOptions`: the builder for everything about taking a lease.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::acquire::Wait;
+use crate::{LeaseGuard, LeaseReport, Result, inspect, key_for, session};
+
+/// The endpoint used when none is given: a local etcd on its default port.
+pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:2379";
+
+/// The lease TTL used when none is given.
+///
+/// Short, so that a dead holder blocks the next run for at most this long;
+/// long enough that a renewal every [`DEFAULT_TTL`]` / 3` survives a slow
+/// network and a busy etcd.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// How long one request to etcd may take when no other bound is given.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Options for taking a lease; finish with [`acquire`](LeaseOptions::acquire)
+/// or [`try_acquire`](LeaseOptions::try_acquire), or look at a lease with
+/// [`inspect`](LeaseOptions::inspect).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lockfile_etcd::LeaseOptions;
+///
+/// # fn main() -> Result<(), lockfile_etcd::Error> {
+/// let guard = LeaseOptions::new()
+///     .endpoints(["http://etcd-1:2379", "http://etcd-2:2379", "http://etcd-3:2379"])
+///     .ttl(Duration::from_secs(10))
+///     .job("nightly-backup")
+///     .timeout(Duration::from_secs(60))
+///     .acquire("nightly-backup")?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.release()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct LeaseOptions {
+    pub(crate) endpoints: Vec<String>,
+    pub(crate) ttl: Duration,
+    pub(crate) job: Option<String>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) request_timeout: Duration,
+    pub(crate) user: Option<(String, String)>,
+}
+
+impl Default for LeaseOptions {
+    fn default() -> Self {
+        LeaseOptions::new()
+    }
+}
+
+impl fmt::Debug for LeaseOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseOptions")
+            .field("endpoints", &self.endpoints)
+            .field("ttl", &self.ttl)
+            .field("job", &self.job)
+            .field("timeout", &self.timeout)
+            .field("request_timeout", &self.request_timeout)
+            // Never print the password.
+            .field("user", &self.user.as_ref().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+impl LeaseOptions {
+    /// Options with every default.
+    pub fn new() -> LeaseOptions {
+        LeaseOptions {
+            endpoints: vec![DEFAULT_ENDPOINT.to_owned()],
+            ttl: DEFAULT_TTL,
+            job: None,
+            timeout: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            user: None,
+        }
+    }
+
+    /// The etcd endpoints (`http://host:port`), replacing the default. Give
+    /// every member of the cluster: the client fails over between them.
+    ///
+    /// Default: [`DEFAULT_ENDPOINT`].
+    pub fn endpoints<I, S>(&mut self, endpoints: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.endpoints = endpoints.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The lease's time-to-live: how long after the last renewal etcd keeps
+    /// the lease, and so how long a dead holder blocks the next one.
+    ///
+    /// etcd counts whole seconds: a fraction rounds up. etcd may also grant
+    /// more than asked (its minimum is 1.5 × its election timeout, rounded up
+    /// to a second: 2 s by default); the guard uses the TTL etcd granted,
+    /// see [`LeaseGuard::ttl`]. The lease is renewed every third of it.
+    ///
+    /// Default: [`DEFAULT_TTL`].
+    pub fn ttl(&mut self, ttl: Duration) -> &mut Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The job name written into the owner record, shown by `inspect` and in
+    /// contention errors.
+    ///
+    /// Default: none.
+    pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
+        self.job = Some(name.into());
+        self
+    }
+
+    /// The longest [`acquire`](LeaseOptions::acquire) waits for the lease to
+    /// come free before returning [`Error::Timeout`](crate::Error::Timeout).
+    ///
+    /// The wait is a watch on the key: it wakes when the holder's key is
+    /// deleted (released, or expired with its lease), not on a polling tick.
+    ///
+    /// Default: none, wait as long as it takes.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How long one request to etcd may take before it counts as failed.
+    ///
+    /// Renewals are held to the shorter of this and a third of the TTL: an
+    /// unanswered renewal makes the guard reconnect and try again, while
+    /// its deadline keeps running.
+    ///
+    /// Default: [`DEFAULT_REQUEST_TIMEOUT`].
+    pub fn request_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Authenticate to etcd as this user (etcd's role-based access control).
+    ///
+    /// Default: no authentication.
+    pub fn user(&mut self, name: impl Into<String>, password: impl Into<String>) -> &mut Self {
+        self.user = Some((name.into(), password.into()));
+        self
+    }
+
+    /// Takes the lease on `name`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LeaseOptions::timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name that
+    /// cannot be a key; [`Error::Timeout`](crate::Error::Timeout) when the
+    /// timeout passed; [`Error::Etcd`](crate::Error::Etcd) or
+    /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd fails or
+    /// does not answer.
+    pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
+        let wait = match self.timeout {
+            None => Wait::Forever,
+            Some(t) => Instant::now()
+                .checked_add(t)
+                .map_or(Wait::Forever, Wait::Until),
+        };
+        session::spawn(self, name, key_for(name)?, wait)
+    }
+
+    /// Takes the lease on `name` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record and fencing token, when someone holds the lease; otherwise as
+    /// [`acquire`](LeaseOptions::acquire).
+    pub fn try_acquire(&self, name: &str) -> Result<LeaseGuard> {
+        session::spawn(self, name, key_for(name)?, Wait::No)
+    }
+
+    /// Who holds the lease on `name`, with its fencing token and the lease's
+    /// remaining time-to-live. Never takes or changes anything.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName), or an etcd error.
+    pub fn inspect(&self, name: &str) -> Result<LeaseReport> {
+        inspect::inspect(self, name)
+    }
+
+    /// Every lease under [`KEY_PREFIX`](crate::KEY_PREFIX), held ones only
+    /// (a free lease has no key), sorted by name.
+    ///
+    /// # Errors
+    ///
+    /// An etcd error.
+    pub fn inspect_all(&self) -> Result<Vec<LeaseReport>> {
+        inspect::inspect_all(self)
+    }
+}

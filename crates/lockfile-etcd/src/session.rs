@@ -1,0 +1,291 @@
+//! The lease's own thread: a single-threaded runtime that acquires, then runs
+//! the renewal and key-watch tasks and turns their reports into the shared
+//! state, until the guard asks it to release.
+//!
+//! The thread is joined when the guard is released or dropped, and every
+//! task dies with its runtime: nothing renews a lease its guard let go.
+
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::task::JoinHandle;
+
+use crate::acquire::{self, Held, Wait};
+use crate::conn::{self, Conn};
+use crate::error::Operation;
+use crate::guard::LeaseGuard;
+use crate::renew::{self, Report};
+use crate::signal::Shared;
+use crate::{Error, LeaseOptions, LostReason, Result, keywatch};
+
+pub(crate) enum Command {
+    Release(SyncSender<Result<()>>),
+}
+
+/// What the thread hands the guard once the lease is held.
+struct Acquired {
+    lease_id: i64,
+    ttl: Duration,
+    token: u64,
+    record: lockfile::OwnerRecord,
+    acquired_at: Instant,
+    shared: Arc<Shared>,
+}
+
+pub(crate) fn spawn(
+    opts: &LeaseOptions,
+    name: &str,
+    key: String,
+    wait: Wait,
+) -> Result<LeaseGuard> {
+    let conn = Conn::new(opts, &key)?;
+    let opts = opts.clone();
+    let (ready_tx, ready_rx) = sync_channel::<Result<Acquired>>(1);
+    let (cmd_tx, cmd_rx) = unbounded_channel::<Command>();
+    let thread_key = key.clone();
+    let thread = std::thread::Builder::new()
+        .name("lockfile-etcd".to_owned())
+        .spawn(move || {
+            let runtime = match conn::runtime(&thread_key) {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let held = match acquire::acquire(&conn, &opts, wait).await {
+                    Ok(held) => held,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let shared = Arc::new(Shared::new(conn.key(), held.ttl, held.granted_at));
+                let acquired = Acquired {
+                    lease_id: held.lease_id,
+                    ttl: held.ttl,
+                    token: held.token,
+                    record: held.record.clone(),
+                    acquired_at: held.acquired_at,
+                    shared: Arc::clone(&shared),
+                };
+                // Renewal goes on here at once, whenever the caller's thread
+                // gets to build the guard. Should the caller be gone, the
+                // command channel is closed and the session releases.
+                let _ = ready_tx.send(Ok(acquired));
+                hold(conn, held, shared, cmd_rx).await;
+            });
+            // The client's connection tasks are dropped, not awaited.
+            runtime.shutdown_background();
+        })
+        .map_err(|e| conn::spawn_error(&key, e))?;
+    let acquired = match ready_rx.recv() {
+        Ok(Ok(acquired)) => acquired,
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            return Err(e);
+        }
+        Err(_) => match thread.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => {
+                return Err(conn::spawn_error(
+                    &key,
+                    std::io::Error::other("the lease thread exited without acquiring"),
+                ));
+            }
+        },
+    };
+    Ok(LeaseGuard {
+        name: name.to_owned(),
+        key,
+        lease_id: acquired.lease_id,
+        ttl: acquired.ttl,
+        token: acquired.token,
+        record: acquired.record,
+        acquired_at: acquired.acquired_at,
+        signal: crate::LeaseSignal {
+            shared: acquired.shared,
+        },
+        commands: cmd_tx,
+        thread: Some(thread),
+        done: false,
+    })
+}
+
+/// Runs the renewal and the key watch, and applies their reports, until the
+/// guard asks for release. After a loss it stops renewing and keeps trying to
+/// clean up (delete the key if still ours, revoke the lease), so that the
+/// next holder need not wait for the lease to expire.
+async fn hold(
+    conn: Conn,
+    held: Held,
+    shared: Arc<Shared>,
+    mut commands: UnboundedReceiver<Command>,
+) {
+    let Held {
+        client,
+        lease_id,
+        ttl,
+        token,
+        granted_at,
+        ..
+    } = held;
+    let (report_tx, mut reports) = unbounded_channel();
+    let renewer = tokio::spawn(renew::renew(
+        conn.clone(),
+        client.clone(),
+        lease_id,
+        ttl,
+        granted_at,
+        report_tx.clone(),
+    ));
+    let watcher = tokio::spawn(keywatch::watch_key(
+        conn.clone(),
+        client.clone(),
+        token,
+        lease_id,
+        ttl.max(Duration::from_secs(1)),
+        report_tx,
+    ));
+    let cleanup_every = (ttl / 3).max(Duration::from_millis(200));
+    let mut client = client;
+    let mut cleanup: Option<JoinHandle<bool>> = None;
+    let mut reports_open = true;
+    loop {
+        let lost = shared.lock().lost.is_some();
+        if lost && cleanup.is_none() {
+            // Stop renewing a lease we no longer trust, and let it go.
+            renewer.abort();
+            watcher.abort();
+            cleanup = Some(tokio::spawn(clean_up(
+                conn.clone(),
+                client.clone(),
+                token,
+                lease_id,
+                cleanup_every,
+            )));
+        }
+        let deadline = tokio::time::Instant::from_std(shared.lock().deadline);
+        tokio::select! {
+            biased;
+            command = commands.recv() => {
+                renewer.abort();
+                watcher.abort();
+                // A deadline that passed unnoticed is a loss all the same.
+                shared.poll(Instant::now());
+                let lost = shared.lock().lost.as_ref().map(|(r, _)| r.clone());
+                // The first connection may be stuck behind a dead network
+                // the renewer has since left; a new one costs little.
+                if let Ok(fresh) = conn.connect().await {
+                    client = fresh;
+                }
+                let result = match lost {
+                    Some(reason) => {
+                        let cleaned = match cleanup.take() {
+                            Some(task) if task.is_finished() => task.await.unwrap_or(false),
+                            Some(task) => {
+                                // Bound the release: one more attempt, not
+                                // the rest of one already under way.
+                                task.abort();
+                                false
+                            }
+                            None => false,
+                        };
+                        if !cleaned {
+                            let _ = release(&conn, &mut client, token, lease_id).await;
+                        }
+                        Err(shared.lost_error(reason))
+                    }
+                    None => release(&conn, &mut client, token, lease_id).await,
+                };
+                shared.lose(LostReason::Released);
+                if let Some(Command::Release(reply)) = command {
+                    let _ = reply.send(result);
+                }
+                return;
+            }
+            report = reports.recv(), if !lost && reports_open => match report {
+                Some(Report::Renewed { sent, ttl }) => shared.renewed(sent, ttl),
+                Some(Report::Failed(e)) => {
+                    tracing::warn!(
+                        name: "renewal_failed",
+                        event = "renewal_failed",
+                        key = %conn.key(),
+                        error = %e,
+                    );
+                    shared.renewal_failed();
+                }
+                Some(Report::Expired) => shared.lose(LostReason::Expired),
+                Some(Report::KeyLost(reason)) => shared.lose(reason),
+                None => reports_open = false,
+            },
+            () = tokio::time::sleep_until(deadline), if !lost => {
+                shared.poll(Instant::now());
+            }
+        }
+    }
+}
+
+/// After a loss: releases until etcd confirms, so that the next holder need
+/// not wait for the lease to expire. True once done.
+async fn clean_up(
+    conn: Conn,
+    mut client: Client,
+    token: u64,
+    lease_id: i64,
+    every: Duration,
+) -> bool {
+    loop {
+        if release(&conn, &mut client, token, lease_id).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(every).await;
+        if let Ok(fresh) = conn.connect().await {
+            client = fresh;
+        }
+    }
+}
+
+/// Deletes the key only if it is still ours (same create revision, same
+/// lease), then revokes the lease.
+async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) -> Result<()> {
+    let key = conn.key();
+    let token = i64::try_from(token).unwrap_or(i64::MAX);
+    let txn = Txn::new()
+        .when([
+            Compare::create_revision(key, CompareOp::Equal, token),
+            // A put over the key keeps its create revision but moves it to
+            // another lease: then it is someone else's.
+            Compare::lease(key, CompareOp::Equal, lease_id),
+        ])
+        .and_then([TxnOp::delete(key, None)]);
+    let deleted = match conn.call(Operation::Release, client.txn(txn)).await {
+        Ok(resp) => Ok(resp.succeeded()),
+        // etcd is not answering: a revoke would wait as long again.
+        Err(e @ Error::Unanswered { .. }) => return Err(e),
+        Err(e) => Err(e),
+    };
+    // Revoke even when the delete failed: if that was only an error in the
+    // answer, the revoke still lets the next holder in at once.
+    let revoked = match conn
+        .call(Operation::Revoke, client.lease_revoke(lease_id))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Revoking a lease that already expired is not a failure to release.
+        Err(Error::Etcd { source, .. }) if source.to_string().contains("lease not found") => Ok(()),
+        Err(e) => Err(e),
+    };
+    tracing::info!(
+        name: "lock_released",
+        event = "lock_released",
+        key = %key,
+        fencing_token = token,
+        deleted = matches!(deleted, Ok(true)),
+    );
+    deleted.map(|_| ()).and(revoked)
+}

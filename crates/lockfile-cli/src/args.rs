@@ -68,6 +68,23 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_positive_seconds)]
     pub(crate) heartbeat: Duration,
 
+    /// Take a lease on etcd instead of a file lock: a comma-separated list of
+    /// endpoint URLs (e.g. http://127.0.0.1:2379). LOCKFILE is then the lease
+    /// NAME, the key `lockfile/locks/NAME`. Needs a build with the `etcd`
+    /// feature.
+    #[arg(long, value_name = "ENDPOINTS")]
+    pub(crate) etcd: Option<String>,
+
+    /// With --etcd: the lease's time to live (default 10).
+    #[arg(long, value_name = "SECONDS", requires = "etcd", value_parser = parse_positive_seconds)]
+    pub(crate) ttl: Option<Duration>,
+
+    /// With --etcd: when renewals fail, SIGTERM COMMAND this long before the
+    /// lease's deadline, and SIGKILL it just before the deadline (default: a
+    /// third of the TTL).
+    #[arg(long, value_name = "SECONDS", requires = "etcd", value_parser = parse_positive_seconds)]
+    pub(crate) grace: Option<Duration>,
+
     /// Run COMMAND through `sh -c` (as flock(1) -c).
     #[arg(
         short = 'c',
@@ -77,7 +94,8 @@ pub(crate) struct RunArgs {
     )]
     pub(crate) shell_command: Option<String>,
 
-    /// The lock file. Created if missing; its directory must exist.
+    /// The lock file, created if missing (its directory must exist); with
+    /// --etcd, the lease name.
     pub(crate) lockfile: PathBuf,
 
     /// The command to run, with its arguments.
@@ -132,7 +150,12 @@ pub(crate) struct InspectArgs {
     #[command(flatten)]
     pub(crate) thresholds: Thresholds,
 
-    /// Lock files, or directories of `*.lock` files.
+    /// Inspect leases on etcd instead of files: a comma-separated list of
+    /// endpoint URLs; PATH is then a lease NAME.
+    #[arg(long, value_name = "ENDPOINTS")]
+    pub(crate) etcd: Option<String>,
+
+    /// Lock files, or directories of `*.lock` files (with --etcd, lease names).
     #[arg(required = true, value_name = "PATH")]
     pub(crate) paths: Vec<PathBuf>,
 }

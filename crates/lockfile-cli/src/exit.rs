@@ -13,6 +13,17 @@ pub(crate) const CONFLICT: u8 = 75;
 /// symlink at the path, a full disk.
 pub(crate) const CANNOT_LOCK: i32 = 73;
 
+/// `run --etcd`: etcd could not be reached or refused the request
+/// (EX_UNAVAILABLE).
+#[cfg(feature = "etcd")]
+pub(crate) const UNAVAILABLE: i32 = 69;
+
+/// `run --etcd`: the lease was lost, or about to lapse, while COMMAND ran, and
+/// COMMAND was stopped (or may have run unprotected). Distinct from the
+/// conflict status: this run did start.
+#[cfg(feature = "etcd")]
+pub(crate) const LEASE_LOST: i32 = 79;
+
 /// `run`: COMMAND was found but could not be executed (as in the shell).
 pub(crate) const NOT_EXECUTABLE: i32 = 126;
 

@@ -11,6 +11,9 @@ use crate::exit;
 pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
 
 pub(crate) fn inspect(args: InspectArgs) -> i32 {
+    if let Some(endpoints) = &args.etcd {
+        return inspect_leases(&args, endpoints);
+    }
     let opts = args.thresholds.options();
     let outcomes = collect(&args.paths, &opts);
     if args.json {
@@ -19,6 +22,19 @@ pub(crate) fn inspect(args: InspectArgs) -> i32 {
         print_table(&outcomes);
     }
     status(&outcomes)
+}
+
+#[cfg(feature = "etcd")]
+fn inspect_leases(args: &InspectArgs, endpoints: &str) -> i32 {
+    crate::lease::inspect(args, endpoints)
+}
+
+#[cfg(not(feature = "etcd"))]
+fn inspect_leases(_: &InspectArgs, _: &str) -> i32 {
+    eprintln!(
+        "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
+    );
+    exit::USAGE
 }
 
 /// Inspects each path: a directory means its `*.lock` files.
@@ -140,17 +156,22 @@ fn print_table(outcomes: &[Outcome]) {
             }
         }
     }
-    let widths: Vec<usize> = (0..rows[0].len())
+    print_aligned(&rows, &notes);
+}
+
+/// Prints rows as left-aligned columns, each followed by its note lines.
+pub(crate) fn print_aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..N)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
-    for (row, notes) in rows.iter().zip(&notes) {
+    for (i, row) in rows.iter().enumerate() {
         let line: Vec<String> = row
             .iter()
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
         println!("{}", line.join("  ").trim_end());
-        for note in notes {
+        for note in notes.get(i).into_iter().flatten() {
             println!("{note}");
         }
     }

@@ -5,6 +5,8 @@ mod args;
 mod check;
 mod exit;
 mod inspect;
+#[cfg(feature = "etcd")]
+mod lease;
 mod reap;
 mod run;
 mod signals;

@@ -20,6 +20,9 @@ use crate::exit;
 use crate::signals::{self, BlockedSignals};
 
 pub(crate) fn run(args: RunArgs) -> i32 {
+    if args.etcd.is_some() {
+        return run_lease(args);
+    }
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let mut opts = LockOptions::new();
@@ -52,15 +55,28 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     }
 }
 
+#[cfg(feature = "etcd")]
+fn run_lease(args: RunArgs) -> i32 {
+    crate::lease::run(args)
+}
+
+#[cfg(not(feature = "etcd"))]
+fn run_lease(_: RunArgs) -> i32 {
+    eprintln!(
+        "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
+    );
+    exit::USAGE
+}
+
 /// COMMAND, or `sh -c SHELL_COMMAND`.
-fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
+pub(crate) fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
     match &args.shell_command {
         Some(script) => ("sh".into(), vec!["-c".into(), script.into()]),
         None => (args.command[0].clone(), args.command[1..].to_vec()),
     }
 }
 
-fn job_name(program: &OsString) -> String {
+pub(crate) fn job_name(program: &OsString) -> String {
     Path::new(program)
         .file_name()
         .unwrap_or(program)
@@ -83,17 +99,19 @@ fn run_locked(
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| os_error("cannot become a subreaper", e.into()))?;
 
-    let child = spawn_with_lock(&guard, &signals, program, program_args).map_err(|e| {
-        let code = match e.kind() {
-            io::ErrorKind::NotFound => exit::NOT_FOUND,
-            _ => exit::NOT_EXECUTABLE,
-        };
-        (
-            code,
-            format!("cannot run `{}`: {e}", program.to_string_lossy()),
-        )
-    })?;
-    let child_pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
+    // A duplicate of the locked descriptor without close-on-exec shares the
+    // lock (one open file description): COMMAND and everything it starts hold
+    // the lock for as long as they live.
+    let inherited =
+        rustix::io::dup(&guard).map_err(|e| os_error("cannot pass the lock on", e.into()))?;
+    let env = [
+        ("LOCKFILE_PATH", guard.path().as_os_str().to_owned()),
+        ("LOCKFILE_TOKEN", guard.record().token.to_string().into()),
+    ];
+    let child = spawn(&signals, program, program_args, &env, false);
+    // We are single-threaded: no other spawn could have inherited it meanwhile.
+    drop(inherited);
+    let child_pid = child?;
 
     let interval = args.heartbeat;
     let status = signals::supervise(&signals, child_pid, Instant::now() + interval, || {
@@ -134,27 +152,37 @@ fn run_locked(
     Ok(code)
 }
 
-/// Spawns COMMAND with a descriptor of the locked file, so that it (and
-/// everything it starts) holds the lock for as long as it lives.
-fn spawn_with_lock(
-    guard: &LockGuard,
+/// Spawns COMMAND with the signal mask we had before blocking, and with
+/// `die_with_parent`, SIGKILLed by the kernel should this process die.
+/// Errors map to the shell's statuses: 127 not found, 126 not executable.
+pub(crate) fn spawn(
     signals: &BlockedSignals,
     program: &OsString,
     args: &[OsString],
-) -> io::Result<std::process::Child> {
-    // A duplicate without close-on-exec shares the lock (one open file
-    // description). It exists only during the spawn; we are single-threaded,
-    // so no other spawn can inherit it by accident.
-    let inherited = rustix::io::dup(guard)?;
+    env: &[(&str, OsString)],
+    die_with_parent: bool,
+) -> Result<Pid, (i32, String)> {
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::inherit())
-        .env("LOCKFILE_PATH", guard.path())
-        .env("LOCKFILE_TOKEN", guard.record().token.to_string());
+    cmd.args(args).stdin(Stdio::inherit());
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
     signals.unblock_in_child(&mut cmd);
-    let child = cmd.spawn();
-    drop(inherited);
-    child
+    if die_with_parent {
+        signals::die_with_parent(&mut cmd);
+    }
+    let child = cmd.spawn().map_err(|e| {
+        let code = match e.kind() {
+            io::ErrorKind::NotFound => exit::NOT_FOUND,
+            _ => exit::NOT_EXECUTABLE,
+        };
+        (
+            code,
+            format!("cannot run `{}`: {e}", program.to_string_lossy()),
+        )
+    })?;
+    // std's Child is not waited on: `supervise` reaps it with waitpid.
+    Ok(Pid::from_raw(child.id() as i32).expect("a child has a positive pid"))
 }
 
 /// One line for stderr naming who holds the lock and for how long.

@@ -54,6 +54,19 @@ impl BlockedSignals {
         }
     }
 
+    /// Also blocks `extra` (a wake-up signal of the caller's).
+    #[cfg(feature = "etcd")]
+    pub(crate) fn also_block(&mut self, extra: i32) -> io::Result<()> {
+        // SAFETY: `self.set` is initialised; pthread_sigmask reads it only.
+        unsafe {
+            libc::sigaddset(&mut self.set, extra);
+            match libc::pthread_sigmask(libc::SIG_BLOCK, &self.set, std::ptr::null_mut()) {
+                0 => Ok(()),
+                rc => Err(io::Error::from_raw_os_error(rc)),
+            }
+        }
+    }
+
     /// Waits until a blocked signal arrives or `deadline` passes. Returns the
     /// signal and whether it was sent by the kernel (a terminal's Ctrl-C or
     /// hangup, which already reached the whole foreground process group).
@@ -84,8 +97,9 @@ impl Drop for BlockedSignals {
 
 /// Waits for `child` to exit, forwarding SIGINT, SIGTERM and SIGHUP to it and
 /// reaping any orphans that were reparented to us (we are a subreaper).
-/// `on_wake` runs whenever its deadline passes and returns the next deadline:
-/// the heartbeat.
+/// `on_wake` runs when its deadline passes (or a blocked signal that is
+/// neither forwarded nor SIGCHLD arrives) and returns the next deadline: the
+/// heartbeat, or the lease's stop policy.
 pub(crate) fn supervise(
     signals: &BlockedSignals,
     child: Pid,
@@ -94,22 +108,19 @@ pub(crate) fn supervise(
 ) -> io::Result<WaitStatus> {
     loop {
         match signals.wait_until(next_wake) {
-            None => {
-                if Instant::now() >= next_wake {
-                    next_wake = on_wake();
-                }
-            }
             Some((libc::SIGCHLD, _)) => {
                 if let Some(status) = reap_children(child)? {
                     return Ok(status);
                 }
             }
-            Some((sig, from_terminal)) => {
+            Some((sig, from_terminal)) if FORWARDED.contains(&sig) => {
                 if !from_terminal && let Some(sig) = Signal::from_named_raw(sig) {
                     // The child may have exited a moment ago; ESRCH is fine.
                     let _ = rustix::process::kill_process(child, sig);
                 }
             }
+            // The deadline passed, or the caller's wake-up signal came.
+            _ => next_wake = on_wake(),
         }
     }
 }
@@ -137,6 +148,25 @@ pub(crate) fn has_children() -> bool {
             Ok(None) => return true,
             Err(_) => return false,
         }
+    }
+}
+
+/// Makes the kernel SIGKILL `cmd`'s child when this process dies, for any
+/// reason: nobody renews a lease any more, so the work must stop.
+pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only
+    // raw syscalls (prctl, getppid), which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            // The parent may have died before prctl took effect.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(io::Error::other("the parent died while spawning"));
+            }
+            Ok(())
+        });
     }
 }
 

@@ -1,0 +1,225 @@
+//! `lockfile run --etcd` and `lockfile inspect --etcd`: a lease on etcd
+//! instead of a file lock, for jobs that may run on several hosts.
+//!
+//! The safety property: COMMAND is gone before anyone else can be granted the
+//! lease. etcd keeps a lease at least a TTL after the last renewal it
+//! received, which is no earlier than a TTL after we sent it; that moment,
+//! on the monotonic clock, is the guard's deadline. When renewals fail,
+//! COMMAND gets SIGTERM `--grace` before the deadline and SIGKILL just before
+//! it. Should this process itself die, the kernel SIGKILLs COMMAND
+//! (PR_SET_PDEATHSIG), because nobody renews the lease any more.
+
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
+use rustix::process::Signal;
+
+use crate::args::{InspectArgs, RunArgs};
+use crate::exit;
+use crate::run::{command_line, job_name, spawn};
+use crate::signals::{self, BlockedSignals};
+
+/// Wakes the supervisor the moment the lease is known to be lost. SIGURG,
+/// because its default action is to be ignored: one still pending when the
+/// mask is restored at exit must not kill us.
+const WAKE: i32 = libc::SIGURG;
+
+fn options(endpoints: &str) -> LeaseOptions {
+    let mut opts = LeaseOptions::new();
+    opts.endpoints(
+        endpoints
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned),
+    );
+    opts
+}
+
+pub(crate) fn run(args: RunArgs) -> i32 {
+    let endpoints = args.etcd.as_deref().unwrap_or_default();
+    let name = args.lockfile.to_string_lossy().into_owned();
+    let (program, program_args) = command_line(&args);
+    let mut opts = options(endpoints);
+    opts.job(args.job.clone().unwrap_or_else(|| job_name(&program)));
+    if let Some(ttl) = args.ttl {
+        opts.ttl(ttl);
+    }
+    let acquired = if args.nonblock {
+        opts.try_acquire(&name)
+    } else {
+        if let Some(wait) = args.wait {
+            opts.timeout(wait);
+        }
+        opts.acquire(&name)
+    };
+    let guard = match acquired {
+        Ok(guard) => guard,
+        Err(e) if e.is_contended() => {
+            eprintln!("lockfile: {e}; not running");
+            return i32::from(args.conflict_exit_code);
+        }
+        Err(e) => {
+            eprintln!("lockfile: {e}");
+            return exit::UNAVAILABLE;
+        }
+    };
+    match run_leased(guard, &program, &program_args, &args) {
+        Ok(code) => code,
+        Err((code, message)) => {
+            eprintln!("lockfile: {message}");
+            code
+        }
+    }
+}
+
+fn run_leased(
+    guard: LeaseGuard,
+    program: &OsString,
+    program_args: &[OsString],
+    args: &RunArgs,
+) -> Result<i32, (i32, String)> {
+    let os_error = |what: &str, e: std::io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
+    let mut signals = BlockedSignals::block().map_err(|e| os_error("cannot block signals", e))?;
+    signals
+        .also_block(WAKE)
+        .map_err(|e| os_error("cannot block signals", e))?;
+    let lease = guard.signal();
+    // SAFETY: pthread_self has no preconditions.
+    let main_thread = unsafe { libc::pthread_self() };
+    lease.on_lost(move |_| {
+        // SAFETY: the main thread outlives the guard, whose release joins the
+        // thread that runs this callback; the signal is blocked there and
+        // taken by sigtimedwait.
+        unsafe {
+            libc::pthread_kill(main_thread, WAKE);
+        }
+    });
+    let policy = args
+        .grace
+        .map_or_else(|| lease.default_policy(), StopPolicy::new);
+    let env = [
+        (
+            "LOCKFILE_FENCING_TOKEN",
+            guard.fencing_token().to_string().into(),
+        ),
+        ("LOCKFILE_LEASE", guard.name().into()),
+    ];
+    let child = spawn(&signals, program, program_args, &env, true)?;
+
+    let mut stopped = None;
+    let status = signals::supervise(&signals, child, Instant::now(), || {
+        let step = lease.step(policy);
+        let (signal, name, next) = match step {
+            Step::Continue { terminate_at } => return terminate_at,
+            Step::Terminate { kill_at } => (Signal::TERM, "SIGTERM", kill_at),
+            // Kill, and whatever a later version adds: stop the work now.
+            _ => (
+                Signal::KILL,
+                "SIGKILL",
+                Instant::now() + Duration::from_secs(3600),
+            ),
+        };
+        if stopped != Some(signal) {
+            eprintln!(
+                "lockfile: the lease on `{}` {}: sending {name} to the command",
+                guard.name(),
+                lease.lost_reason().map_or_else(
+                    || "is about to lapse".to_owned(),
+                    |r| format!("is lost ({r})")
+                ),
+            );
+            let _ = rustix::process::kill_process(child, signal);
+            stopped = Some(signal);
+        }
+        next
+    })
+    .map_err(|e| os_error("cannot wait for the command", e))?;
+    drop(signals);
+
+    let code = signals::exit_code(status);
+    let released = guard.release();
+    if let Err(e) = &released {
+        eprintln!("lockfile: {e}");
+    }
+    // A run whose lease lapsed (or was about to) did not run fully protected,
+    // whatever COMMAND's own status: say so with a status of its own.
+    if stopped.is_some() || released.as_ref().is_err_and(|e| e.is_lost()) {
+        return Ok(exit::LEASE_LOST);
+    }
+    Ok(code)
+}
+
+/// `lockfile inspect --etcd`: who holds each named lease.
+pub(crate) fn inspect(args: &InspectArgs, endpoints: &str) -> i32 {
+    let opts = options(endpoints);
+    let outcomes: Vec<(String, lockfile_etcd::Result<LeaseReport>)> = args
+        .paths
+        .iter()
+        .map(|name| {
+            let name = name.to_string_lossy().into_owned();
+            let report = opts.inspect(&name);
+            (name, report)
+        })
+        .collect();
+    if args.json {
+        let values: Vec<serde_json::Value> = outcomes
+            .iter()
+            .map(|(name, r)| match r {
+                Ok(report) => serde_json::to_value(report).expect("a report serialises"),
+                Err(e) => serde_json::json!({"name": name, "state": null, "error": e.to_string()}),
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&values).expect("JSON values serialise")
+        );
+    } else {
+        let mut rows =
+            vec![["NAME", "STATE", "PID", "HOST", "JOB", "TOKEN", "TTL LEFT"].map(String::from)];
+        let mut notes = vec![Vec::new()];
+        for (name, r) in &outcomes {
+            let dash = || "-".to_owned();
+            match r {
+                Ok(r) => {
+                    let owner = r.owner.as_ref();
+                    rows.push([
+                        name.clone(),
+                        r.state.to_string(),
+                        owner.map_or_else(dash, |o| o.pid.to_string()),
+                        owner.map_or_else(dash, |o| o.hostname.clone()),
+                        owner.and_then(|o| o.job.clone()).unwrap_or_else(dash),
+                        r.fencing_token.map_or_else(dash, |t| t.to_string()),
+                        r.ttl_remaining
+                            .map_or_else(dash, |t| format!("{}s", t.as_secs())),
+                    ]);
+                    notes.push(
+                        r.content_error
+                            .iter()
+                            .map(|e| format!("  note: {e}"))
+                            .collect(),
+                    );
+                }
+                Err(e) => {
+                    rows.push([
+                        name.clone(),
+                        "error".to_owned(),
+                        dash(),
+                        dash(),
+                        dash(),
+                        dash(),
+                        dash(),
+                    ]);
+                    notes.push(vec![format!("  error: {e}")]);
+                }
+            }
+        }
+        crate::inspect::print_aligned(&rows, &notes);
+    }
+    if outcomes.iter().any(|(_, r)| r.is_err()) {
+        exit::UNKNOWN
+    } else {
+        exit::OK
+    }
+}

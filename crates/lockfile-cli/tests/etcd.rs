@@ -1,0 +1,340 @@
+//! `lockfile run --etcd` and `lockfile inspect --etcd` against a real etcd
+//! server that each test starts on loopback ports (Debian: `etcd-server`).
+//! Without an `etcd` binary these tests fail and say what to install.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn lockfile() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_lockfile"))
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A single-member etcd of this test's own, killed when dropped.
+struct Etcd {
+    _dir: tempfile::TempDir,
+    process: Child,
+    endpoint: String,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let binary = ["/usr/bin/etcd", "/usr/local/bin/etcd"]
+            .into_iter()
+            .map(PathBuf::from)
+            .chain(std::env::var_os("PATH").into_iter().flat_map(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join("etcd"))
+                    .collect::<Vec<_>>()
+            }))
+            .find(|p| p.is_file())
+            .expect("these tests need a real etcd server: install it (Debian: apt-get install etcd-server)");
+        let port = || {
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (client, peer) = (
+            format!("http://127.0.0.1:{}", port()),
+            format!("http://127.0.0.1:{}", port()),
+        );
+        let log = std::fs::File::create(dir.path().join("etcd.log")).unwrap();
+        let process = Command::new(binary)
+            .arg("--name=t")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=t={peer}"))
+            .arg("--log-level=warn")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        let etcd = Etcd {
+            _dir: dir,
+            process,
+            endpoint: client,
+        };
+        // Ready when our own inspect gets an answer.
+        let started = Instant::now();
+        while code(&etcd.inspect(&["probe"])) != 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "etcd did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        etcd
+    }
+
+    fn inspect(&self, args: &[&str]) -> Output {
+        lockfile()
+            .args(["inspect", "--json", "--etcd", &self.endpoint])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn signal(&self, sig: &str) {
+        signal(self.process.id(), sig);
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has exited; only its parent has not reaped it yet.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// A `lockfile run --etcd` in the background; its command prints a line
+/// first, which `start` returns.
+struct Wrapper {
+    child: Child,
+}
+
+impl Wrapper {
+    fn start(etcd: &Etcd, extra: &[&str], name: &str, script: &str) -> (Wrapper, String) {
+        let mut child = lockfile()
+            .args(["run", "--etcd", &etcd.endpoint])
+            .args(extra)
+            .args([name, "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(!line.is_empty(), "the command did not start");
+        (Wrapper { child }, line.trim().to_owned())
+    }
+
+    fn wait(mut self) -> (i32, String) {
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        (status.code().unwrap_or(-1), err)
+    }
+}
+
+impl Drop for Wrapper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_command_runs_with_a_fencing_token_and_its_status_passes_through() {
+    let etcd = Etcd::start();
+    let out = lockfile()
+        .args(["run", "--etcd", &etcd.endpoint, "--ttl", "3", "tokens"])
+        .args(["sh", "-c", "echo \"$LOCKFILE_FENCING_TOKEN\"; exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 7, "{}", stderr(&out));
+    let first: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let out = lockfile()
+        .args(["run", "--etcd", &etcd.endpoint, "tokens"])
+        .args(["sh", "-c", "echo \"$LOCKFILE_FENCING_TOKEN\""])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let second: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(second > first, "tokens rise: {first} then {second}");
+    // Released after each run.
+    let report: Value = serde_json::from_slice(&etcd.inspect(&["tokens"]).stdout).unwrap();
+    assert_eq!(report[0]["state"], "free");
+}
+
+#[test]
+fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
+    let etcd = Etcd::start();
+    let (holder, _) = Wrapper::start(
+        &etcd,
+        &["--job", "report"],
+        "nightly",
+        "echo ready; sleep 30",
+    );
+
+    let out = lockfile()
+        .args(["run", "-n", "--etcd", &etcd.endpoint, "nightly", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("pid {}", holder.child.id())), "{err}");
+    assert!(err.contains("report"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let out = etcd.inspect(&["nightly"]);
+    assert_eq!(code(&out), 0);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &report[0];
+    assert_eq!(r["state"], "held");
+    for key in ["pid", "hostname", "token", "job", "acquired_at"] {
+        assert!(!r["owner"][key].is_null(), "owner.{key} in {r}");
+    }
+    assert!(r["fencing_token"].as_u64().unwrap() > 0);
+    assert!(r["ttl_remaining_seconds"].as_f64().is_some());
+
+    let table = lockfile()
+        .args(["inspect", "--etcd", &etcd.endpoint, "nightly"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.starts_with("NAME"), "{text}");
+    assert!(text.contains("held") && text.contains("report"), "{text}");
+}
+
+#[test]
+fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
+    let etcd = Etcd::start();
+    let (wrapper, command_pid) =
+        Wrapper::start(&etcd, &["--ttl", "2"], "orphan", "echo $$; exec sleep 60");
+    let command_pid: u32 = command_pid.parse().unwrap();
+    assert!(alive(command_pid));
+    signal(wrapper.child.id(), "KILL");
+    drop(wrapper);
+
+    // The kernel kills the command as its parent dies; nobody renews the
+    // lease, which lapses within the TTL. The contender's command checks
+    // that the first one is gone by the time it runs.
+    let out = lockfile()
+        .args(["run", "-w", "10", "--etcd", &etcd.endpoint, "orphan"])
+        .args([
+            "sh",
+            "-c",
+            &format!("if kill -0 {command_pid} 2>/dev/null; then echo alive; else echo gone; fi"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "gone");
+    assert!(!alive(command_pid));
+}
+
+#[test]
+fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
+    let etcd = Etcd::start();
+    let (wrapper, ready) = Wrapper::start(
+        &etcd,
+        &["--ttl", "2"],
+        "paused",
+        "trap 'echo stopped >&2; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+    );
+    assert_eq!(ready, "ready");
+    // Freeze etcd past the TTL: renewals fail, the deadline approaches, the
+    // command gets SIGTERM a third of a TTL before it.
+    etcd.signal("STOP");
+    let (status, err) = wrapper.wait();
+    etcd.signal("CONT");
+    assert_eq!(status, 79, "{err}");
+    assert!(
+        err.contains("sending SIGTERM") || err.contains("TERM"),
+        "{err}"
+    );
+    assert!(err.contains("stopped"), "the command saw SIGTERM: {err}");
+
+    // Only now can a contender acquire, and the command is long gone.
+    let out = lockfile()
+        .args([
+            "run",
+            "-w",
+            "10",
+            "--etcd",
+            &etcd.endpoint,
+            "paused",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_by_the_deadline() {
+    let etcd = Etcd::start();
+    let (wrapper, pid) = Wrapper::start(
+        &etcd,
+        &["--ttl", "2", "--grace", "0.5"],
+        "stubborn",
+        "trap '' TERM; echo $$; while :; do sleep 0.05; done",
+    );
+    let pid: u32 = pid.parse().unwrap();
+    etcd.signal("STOP");
+    let (status, err) = wrapper.wait();
+    assert!(!alive(pid), "the command was killed");
+    etcd.signal("CONT");
+    assert_eq!(status, 79, "{err}");
+    assert!(err.contains("KILL"), "{err}");
+}
+
+#[test]
+fn an_unreachable_etcd_is_a_clear_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = lockfile()
+        .args([
+            "run",
+            "--etcd",
+            &format!("http://127.0.0.1:{port}"),
+            "nowhere",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(stderr(&out).contains("nowhere"), "{}", stderr(&out));
+}

@@ -17,5 +17,7 @@ if ((${#missing[@]})); then
 fi
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+# A build without the etcd feature must stay warning-free too.
+cargo clippy --workspace --exclude lockfile-etcd --all-targets -- -D warnings
+cargo test --workspace --all-features

@@ -20,4 +20,5 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 # A build without the etcd feature must stay warning-free too.
 cargo clippy --workspace --exclude lockfile-etcd --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
 cargo test --workspace --all-features

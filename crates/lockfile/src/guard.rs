@@ -281,12 +281,19 @@ fn open_lock_file(path: &Path, mode: u32) -> Result<(File, u64, u64)> {
 }
 
 /// Reads the owner record of a lock someone else holds, for the error.
+/// Records are 512 bytes: a small stack buffer serves, and only a full one
+/// (a long job name, or debris) costs a larger read.
 fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
-    let mut buf = vec![0; MAX_RECORD_BYTES];
-    let n = sys::read_prefix(file, &mut buf).ok()?;
-    LockDocument::decode(&buf[..n])
-        .ok()
-        .map(|doc| Box::new(doc.owner))
+    let mut small = [0u8; CARRY_READ];
+    let n = sys::read_prefix(file, &mut small).ok()?;
+    let decoded = if n < small.len() {
+        LockDocument::decode(&small[..n])
+    } else {
+        let mut large = vec![0; MAX_RECORD_BYTES + 1];
+        let n = sys::read_prefix(file, &mut large).ok()?;
+        LockDocument::decode(&large[..n])
+    };
+    decoded.ok().map(|doc| Box::new(doc.owner))
 }
 
 fn contended(path: &Path, file: &File) -> Error {

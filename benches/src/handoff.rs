@@ -29,16 +29,29 @@ pub(crate) enum Variant {
     /// `LockOptions::timeout(..).acquire`: blocks in flock(2), interrupted
     /// at the deadline by a per-thread timer signal.
     Bounded,
+    /// The floor plus, after the wake-up, the syscalls `acquire` issues
+    /// before it returns (lstat, pread, pwrite of the record), raw: how much
+    /// of our delay is that work rather than the wake-up.
+    Replica,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 3] = [Variant::Floor, Variant::Acquire, Variant::Bounded];
+    pub(crate) const ALL: [Variant; 4] = [
+        Variant::Floor,
+        Variant::Acquire,
+        Variant::Bounded,
+        Variant::Replica,
+    ];
+
+    /// The variants whose CPU use over a long wait is measured.
+    pub(crate) const CPU: [Variant; 3] = [Variant::Floor, Variant::Acquire, Variant::Bounded];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Variant::Floor => "floor: open + flock(LOCK_EX), blocking",
             Variant::Acquire => "lockfile acquire (blocking)",
             Variant::Bounded => "lockfile acquire with timeout (bounded wait)",
+            Variant::Replica => "floor + our post-lock syscalls, raw (lstat, pread, pwrite)",
         }
     }
 
@@ -47,6 +60,7 @@ impl Variant {
             Variant::Floor => "floor",
             Variant::Acquire => "acquire",
             Variant::Bounded => "bounded",
+            Variant::Replica => "replica",
         }
     }
 
@@ -233,6 +247,8 @@ pub(crate) fn waiter_main(path: PathBuf) -> Result<()> {
     let stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
     let c = cpath(&path)?;
+    let record = std::fs::read(&path)?;
+    let mut buf = [0u8; 4096];
     for line in stdin.lines() {
         let line = line?;
         let (what, word) = line.split_once(' ').context("bad command")?;
@@ -247,6 +263,26 @@ pub(crate) fn waiter_main(path: PathBuf) -> Result<()> {
             }
             Variant::Acquire => Held::Ours(LockGuard::acquire(&path)?),
             Variant::Bounded => Held::Ours(LockOptions::new().timeout(BOUND).acquire(&path)?),
+            Variant::Replica => {
+                let fd = Fd::open(&c, libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW)?;
+                fd.flock(libc::LOCK_EX)?;
+                // SAFETY: a live stat buffer, a NUL-terminated path, a
+                // descriptor we own and buffers of the stated lengths.
+                unsafe {
+                    let mut st: libc::stat = std::mem::zeroed();
+                    sys::check(libc::lstat(c.as_ptr(), &mut st) == 0, "lstat")?;
+                    sys::check(
+                        libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0,
+                        "pread",
+                    )?;
+                    sys::check(
+                        libc::pwrite(fd.0, record.as_ptr().cast(), record.len(), 0)
+                            == record.len() as isize,
+                        "pwrite",
+                    )?;
+                }
+                Held::Raw(fd)
+            }
         };
         let woke_at = mono_ns();
         let cpu = sys::cpu_time_ns() - cpu_before;

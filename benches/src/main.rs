@@ -75,10 +75,13 @@ enum Section {
 
 /// How much to measure.
 #[derive(Debug, Clone, Copy)]
-struct Size {
-    rounds: usize,
+pub(crate) struct Size {
+    pub(crate) rounds: usize,
+    /// Rounds of the lock-cycle section: short rounds, many of them, so
+    /// that each variant's batch runs close in time to its floor's.
+    pub(crate) cycle_rounds: usize,
     /// Lock cycles (and single syscalls) per variant per round.
-    batch: usize,
+    pub(crate) batch: usize,
     /// Handoffs per (placement, variant) per round.
     handoffs: usize,
     /// The long wait over which the waiter's CPU use is measured.
@@ -94,7 +97,8 @@ impl Size {
         let mut size = if args.quick {
             Size {
                 rounds: 3,
-                batch: 1_000,
+                cycle_rounds: 9,
+                batch: 500,
                 handoffs: 15,
                 cpu_wait: Duration::from_millis(500),
                 processes: 10,
@@ -103,7 +107,8 @@ impl Size {
         } else {
             Size {
                 rounds: 10,
-                batch: 5_000,
+                cycle_rounds: 30,
+                batch: 2_000,
                 handoffs: 60,
                 cpu_wait: Duration::from_secs(3),
                 processes: 40,
@@ -112,6 +117,7 @@ impl Size {
         };
         if let Some(rounds) = args.rounds {
             size.rounds = rounds.max(1);
+            size.cycle_rounds = 3 * size.rounds;
         }
         size
     }
@@ -152,7 +158,7 @@ fn main() -> Result<()> {
         .tempdir()
         .context("cannot create a temporary directory")?;
     let started = Instant::now();
-    let mut report = table::Report::new(&args, size.rounds, seed, tmp.path())?;
+    let mut report = table::Report::new(&args, &size, seed, tmp.path())?;
 
     if want(Section::Cycle) {
         eprintln!("lock cycles...");
@@ -218,7 +224,7 @@ fn measure_cycles(
         .map_err(Clone::clone);
     let (mut benches, holdings) = cycle::benches(dir, size.batch, python.ok())?;
     let mut results = Results::default();
-    for round in 0..=size.rounds {
+    for round in 0..=size.cycle_rounds {
         let mut order: Vec<usize> = (0..benches.len()).collect();
         rng.shuffle(&mut order);
         // Round 0 warms caches, the allocator and the interpreter up, and is
@@ -283,7 +289,7 @@ fn measure_handoffs(
     }
     // The CPU a long wait costs, unpinned, once per variant.
     handoff.unpin()?;
-    let mut variants = Variant::ALL;
+    let mut variants = Variant::CPU;
     rng.shuffle(&mut variants);
     for variant in variants {
         let share = handoff.cpu_while_waiting(variant, size.cpu_wait)?;

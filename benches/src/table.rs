@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use crate::handoff::{self, Placement, Variant};
 use crate::stats::Results;
-use crate::{Args, CycleExtras, cycle, process, scan, sys};
+use crate::{Args, CycleExtras, Size, cycle, process, scan, sys};
 
 /// A time in the unit that reads best.
 fn time(ns: f64) -> String {
@@ -52,13 +52,15 @@ pub(crate) struct Report {
 }
 
 impl Report {
-    pub(crate) fn new(args: &Args, rounds: usize, seed: u64, tmp: &Path) -> Result<Report> {
+    pub(crate) fn new(args: &Args, size: &Size, seed: u64, tmp: &Path) -> Result<Report> {
+        let rounds = size.rounds;
         let mut text = String::new();
         let mode = if args.quick { "--quick" } else { "full" };
         let uname = uname();
         writeln!(
             text,
-            "# lockfile compare ({mode}): {rounds} measured rounds after 1 warm-up round, variants shuffled in every round (seed {seed})\n"
+            "# lockfile compare ({mode}): {rounds} measured rounds after 1 warm-up round ({} for lock cycles, of {} cycles per variant), variants shuffled in every round (seed {seed})\n",
+            size.cycle_rounds, size.batch
         )?;
         writeln!(
             text,
@@ -182,6 +184,12 @@ impl Report {
             time(user),
             ratio(user / floor)
         ));
+        self.line(&format!(
+            "| {} (cycle) | {} | {} |",
+            cycle::REPLICA_LEAN,
+            time(r.median(cycle::REPLICA_LEAN)),
+            ratio(r.ratio(cycle::REPLICA_LEAN, cycle::FLOOR))
+        ));
 
         self.line("\n## Heartbeat\n");
         self.line(
@@ -231,6 +239,7 @@ impl Report {
                 let x = r.ratio(&key, &floor);
                 let (target, v) = match variant {
                     Variant::Floor => ("", ""),
+                    Variant::Replica => ("explains ours", ""),
                     Variant::Acquire => (
                         "≤ 1.1×",
                         self.judge(
@@ -265,7 +274,7 @@ impl Report {
         ));
         self.line("| variant | CPU, % of one core | target | verdict |");
         self.line("|---|---:|---|---|");
-        for variant in Variant::ALL {
+        for variant in Variant::CPU {
             let share = r.extra_median(&handoff::cpu_key(variant));
             let (target, v) = match variant {
                 Variant::Bounded => ("< 1%", self.judge("bounded wait CPU < 1%", share, 0.01)),

@@ -22,3 +22,10 @@ cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo clippy --workspace --exclude lockfile-etcd --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
 cargo test --workspace --all-features
+
+# Benchmarks never run as timed tests. CI builds them, and runs the
+# comparison once in its quick size (well under a minute), so that neither
+# rots. It needs the release `lockfile` binary for its whole-process rows.
+cargo bench --workspace --no-run
+cargo build --release -p lockfile-cli
+cargo run --release -p lockfile-bench --bin compare -- --quick

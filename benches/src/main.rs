@@ -1,0 +1,369 @@
+//! `compare`: the lockfile crate against raw syscalls, std, fs2, fs4,
+//! fd-lock, Python's filelock and util-linux flock(1), in one process run.
+//!
+//! Every figure is a ratio against a floor measured in the same round: the
+//! machines this runs on are shared and noisy, and an absolute time means
+//! little there. Variants run in a freshly shuffled order in every round,
+//! after one warm-up round that is thrown away. See BENCHMARKS.md.
+
+mod alloc;
+mod cycle;
+mod handoff;
+mod process;
+mod python;
+mod scan;
+mod stats;
+mod sys;
+mod table;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+
+use crate::handoff::{Handoff, Placement, Variant};
+use crate::stats::{Results, Rng};
+
+#[global_allocator]
+static ALLOC: alloc::Counting = alloc::Counting;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "compare",
+    about = "Measure lockfile against raw syscalls and its peers, in one run, as ratios to floors measured in the same rounds."
+)]
+struct Args {
+    /// The short run CI uses to keep this program from rotting (well under
+    /// a minute); figures are rougher.
+    #[arg(long)]
+    quick: bool,
+
+    /// Measured rounds, after one warm-up round (default: 3 quick, 10 full).
+    #[arg(long)]
+    rounds: Option<usize>,
+
+    /// The `lockfile` binary for the whole-process rows (default: next to
+    /// this program, i.e. target/release/lockfile for a release build).
+    #[arg(long, value_name = "PATH")]
+    lockfile_bin: Option<PathBuf>,
+
+    /// Lock files in the scanned directory.
+    #[arg(long, default_value_t = 10_000)]
+    files: usize,
+
+    /// How many of them a child process holds.
+    #[arg(long, default_value_t = 100)]
+    held: usize,
+
+    /// Seed for the shuffles (default: from the clock; printed).
+    #[arg(long)]
+    seed: Option<u64>,
+
+    /// Only these sections (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Section>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    Cycle,
+    Handoff,
+    Scan,
+    Process,
+}
+
+/// How much to measure.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Size {
+    pub(crate) rounds: usize,
+    /// Rounds of the lock-cycle section: short rounds, many of them, so
+    /// that each variant's batch runs close in time to its floor's.
+    pub(crate) cycle_rounds: usize,
+    /// Lock cycles (and single syscalls) per variant per round.
+    pub(crate) batch: usize,
+    /// Handoffs per (placement, variant) per round.
+    handoffs: usize,
+    /// The long wait over which the waiter's CPU use is measured.
+    cpu_wait: Duration,
+    /// Process runs per program per round.
+    processes: usize,
+    /// `inspect` calls on one file per round.
+    inspects: usize,
+}
+
+impl Size {
+    fn new(args: &Args) -> Size {
+        let mut size = if args.quick {
+            Size {
+                rounds: 3,
+                cycle_rounds: 9,
+                batch: 500,
+                handoffs: 15,
+                cpu_wait: Duration::from_millis(500),
+                processes: 10,
+                inspects: 100,
+            }
+        } else {
+            Size {
+                rounds: 10,
+                cycle_rounds: 30,
+                batch: 2_000,
+                handoffs: 60,
+                cpu_wait: Duration::from_secs(3),
+                processes: 40,
+                inspects: 500,
+            }
+        };
+        if let Some(rounds) = args.rounds {
+            size.rounds = rounds.max(1);
+            size.cycle_rounds = 3 * size.rounds;
+        }
+        size
+    }
+}
+
+fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--child") {
+        return child_main(&argv[2..]);
+    }
+    let args = Args::parse();
+    let size = Size::new(&args);
+    let seed = args
+        .seed
+        .unwrap_or_else(|| sys::mono_ns() ^ u64::from(std::process::id()));
+    let mut rng = Rng::new(seed);
+    let exe = std::env::current_exe().context("cannot find this program")?;
+    let want = |s: Section| args.only.is_empty() || args.only.contains(&s);
+    let lockfile_bin = match &args.lockfile_bin {
+        Some(p) => p.clone(),
+        None => exe.with_file_name("lockfile"),
+    };
+    if want(Section::Process) && !lockfile_bin.is_file() {
+        bail!(
+            "the lockfile binary is missing at {}: build it with `cargo build --release -p lockfile-cli`, or pass --lockfile-bin PATH",
+            lockfile_bin.display()
+        );
+    }
+
+    // Started before this process grows: see `process::Launcher`.
+    let launcher = if want(Section::Process) {
+        Some(process::Launcher::start(&exe)?)
+    } else {
+        None
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("lockfile-bench-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let started = Instant::now();
+    let mut report = table::Report::new(&args, &size, seed, tmp.path())?;
+
+    if want(Section::Cycle) {
+        eprintln!("lock cycles...");
+        let results = measure_cycles(&size, &mut rng, &tmp.path().join("cycle"))?;
+        report.cycles(&results.0, &results.1);
+    }
+    if want(Section::Handoff) {
+        eprintln!("handoffs...");
+        let results = measure_handoffs(&size, &mut rng, &exe, &tmp.path().join("handoff"))?;
+        report.handoffs(&results, size.cpu_wait);
+    }
+    if want(Section::Scan) {
+        eprintln!("scans...");
+        let results = measure_scans(&args, &size, &mut rng, &exe, &tmp.path().join("scan"))?;
+        report.scans(&results, args.files, args.held);
+    }
+    if let Some(mut launcher) = launcher {
+        eprintln!("whole processes...");
+        let (results, flock) = measure_processes(
+            &size,
+            &mut rng,
+            &mut launcher,
+            &lockfile_bin,
+            &tmp.path().join("process"),
+        )?;
+        report.processes(&results, flock.err());
+    }
+    report.finish(started.elapsed());
+    print!("{}", report.text);
+    Ok(())
+}
+
+/// The hidden roles of the child processes this program starts.
+fn child_main(args: &[String]) -> Result<()> {
+    match args {
+        [role] if role == "launcher" => process::launcher_main(),
+        [role, path] if role == "waiter" => handoff::waiter_main(PathBuf::from(path)),
+        [role, dir, count, step] if role == "holder" => {
+            scan::holder_main(PathBuf::from(dir), count.parse()?, step.parse()?)
+        }
+        _ => bail!("unknown child role {args:?}"),
+    }
+}
+
+/// Extra figures of the lock-cycle section that are not per-round timings.
+#[derive(Debug)]
+pub(crate) struct CycleExtras {
+    pub(crate) python: std::result::Result<String, String>,
+    pub(crate) allocs_per_heartbeat: f64,
+    pub(crate) allocs_per_cycle: f64,
+}
+
+fn measure_cycles(
+    size: &Size,
+    rng: &mut Rng,
+    dir: &std::path::Path,
+) -> Result<(Results, CycleExtras)> {
+    std::fs::create_dir_all(dir)?;
+    let python = python::PythonFileLock::start(&dir.join("python.lock"));
+    let python_version = python
+        .as_ref()
+        .map(|p| p.version.clone())
+        .map_err(Clone::clone);
+    let (mut benches, holdings) = cycle::benches(dir, size.batch, python.ok())?;
+    let mut results = Results::default();
+    for round in 0..=size.cycle_rounds {
+        let mut order: Vec<usize> = (0..benches.len()).collect();
+        rng.shuffle(&mut order);
+        // Round 0 warms caches, the allocator and the interpreter up, and is
+        // thrown away.
+        if round > 0 {
+            results.start_round();
+        }
+        for i in order {
+            let bench = &mut benches[i];
+            let ns = (bench.run)(bench.batch)
+                .with_context(|| format!("while measuring {}", bench.name))?;
+            if round > 0 {
+                results.record(bench.name, ns / bench.batch as f64);
+            }
+        }
+    }
+    let (allocs_per_heartbeat, allocs_per_cycle) =
+        cycle::count_allocations(dir, &holdings.heartbeat)?;
+    Ok((
+        results,
+        CycleExtras {
+            python: python_version,
+            allocs_per_heartbeat,
+            allocs_per_cycle,
+        },
+    ))
+}
+
+fn measure_handoffs(
+    size: &Size,
+    rng: &mut Rng,
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<Results> {
+    std::fs::create_dir_all(dir)?;
+    let mut handoff = Handoff::start(exe, dir)?;
+    let placements: Vec<Placement> = if handoff.cpus().len() >= 2 {
+        vec![Placement::OneCpu, Placement::TwoCpus]
+    } else {
+        vec![Placement::OneCpu]
+    };
+    let mut results = Results::default();
+    for round in 0..=size.rounds {
+        let mut combos: Vec<(Placement, Variant)> = placements
+            .iter()
+            .flat_map(|&p| Variant::ALL.map(|v| (p, v)))
+            .collect();
+        rng.shuffle(&mut combos);
+        if round > 0 {
+            results.start_round();
+        }
+        for (placement, variant) in combos {
+            handoff.place(placement)?;
+            let n = if round == 0 { 3 } else { size.handoffs };
+            let samples = (0..n)
+                .map(|_| handoff.once(variant))
+                .collect::<Result<Vec<f64>>>()?;
+            if round > 0 {
+                results.record_samples(&handoff::key(placement, variant), &samples);
+            }
+        }
+    }
+    // The CPU a long wait costs, unpinned, once per variant.
+    handoff.unpin()?;
+    let mut variants = Variant::CPU;
+    rng.shuffle(&mut variants);
+    for variant in variants {
+        let share = handoff.cpu_while_waiting(variant, size.cpu_wait)?;
+        results.record_extra(&handoff::cpu_key(variant), share);
+    }
+    Ok(results)
+}
+
+fn measure_scans(
+    args: &Args,
+    size: &Size,
+    rng: &mut Rng,
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<Results> {
+    let scan_dir = scan::ScanDir::create(exe, dir.to_path_buf(), args.files, args.held)?;
+    let one = scan_dir.free_file();
+    let mut results = Results::default();
+    for round in 0..=size.rounds {
+        let mut order = [scan::FLOOR, scan::OURS, scan::ONE_FLOOR, scan::ONE_OURS];
+        rng.shuffle(&mut order);
+        if round > 0 {
+            results.start_round();
+        }
+        for which in order {
+            let per_op = match which {
+                scan::ONE_FLOOR => scan::one_floor(&one, size.inspects)? / size.inspects as f64,
+                scan::ONE_OURS => scan::one_ours(&one, size.inspects)? / size.inspects as f64,
+                _ => scan::scan_per_file(&scan_dir, which)?,
+            };
+            if round > 0 {
+                results.record(which, per_op);
+            }
+        }
+    }
+    Ok(results)
+}
+
+fn measure_processes(
+    size: &Size,
+    rng: &mut Rng,
+    launcher: &mut process::Launcher,
+    lockfile_bin: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<(Results, std::result::Result<(), String>)> {
+    std::fs::create_dir_all(dir)?;
+    let (truth, flock, ours) = process::programs(dir, lockfile_bin)?;
+    let flock_missing = flock.as_ref().map(|_| ()).map_err(Clone::clone);
+    let mut programs = vec![truth, ours];
+    programs.extend(flock.ok());
+    let mut results = Results::default();
+    for _ in 0..10 {
+        let (_, rss) = launcher.run(None)?;
+        results.record_extra(process::LAUNCHER_RSS, rss);
+    }
+    for round in 0..=size.rounds {
+        rng.shuffle(&mut programs);
+        if round > 0 {
+            results.start_round();
+        }
+        for p in &programs {
+            let n = if round == 0 { 3 } else { size.processes };
+            let mut walls = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (wall, rss) = launcher.run(Some(p))?;
+                walls.push(wall);
+                if round > 0 {
+                    results.record_extra(&format!("rss|{}", p.name), rss);
+                }
+            }
+            if round > 0 {
+                results.record_samples(p.name, &walls);
+            }
+        }
+    }
+    Ok((results, flock_missing))
+}

@@ -4,6 +4,8 @@ mod support;
 
 mod content;
 mod contention;
+mod fuzz_bodies;
+mod fuzz_corpus;
 mod inspect;
 mod interop;
 mod reap;

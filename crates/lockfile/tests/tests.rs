@@ -8,6 +8,8 @@ mod fuzz_bodies;
 mod fuzz_corpus;
 mod inspect;
 mod interop;
+mod model;
+mod races;
 mod reap;
 
 /// Not a test: the entry point of child processes spawned by the tests

@@ -223,7 +223,8 @@ fn run(cfg: RunConfig) -> Result<bool> {
         }
     }
 
-    let summary = Summary::gather(board, &chaos, elapsed, failed_exits + hung.len() as u64);
+    let mut summary = Summary::gather(board, &chaos, elapsed, failed_exits + hung.len() as u64);
+    summary.strict_inspect = cfg.strict_inspect;
     summary.print();
     if cfg.dir.is_some() {
         println!("run directory kept: {}", dir.display());
@@ -420,6 +421,7 @@ struct Summary {
     recovery_library: Vec<u64>,
     recovery_section: Vec<u64>,
     errors: u64,
+    strict_inspect: bool,
 }
 
 impl Summary {
@@ -472,6 +474,7 @@ impl Summary {
             recovery_library,
             recovery_section,
             errors: board.errors.load(SeqCst) + failed_exits,
+            strict_inspect: false,
         }
     }
 
@@ -481,7 +484,7 @@ impl Summary {
             && self.errors == 0
             && self.record_mismatches == 0
             && self.unlinked_while_held == 0
-            && self.probe_contradictions == 0
+            && (self.probe_contradictions == 0 || !self.strict_inspect)
     }
 
     fn print(&self) {
@@ -532,8 +535,13 @@ impl Summary {
             self.probe_failures, self.probe_attempts, self.inspections
         );
         println!(
-            "inspect contradicting the probe            {}",
-            self.probe_contradictions
+            "inspect contradicting the probe            {}{}",
+            self.probe_contradictions,
+            if self.strict_inspect {
+                ""
+            } else {
+                "  (reported, not fatal without --strict-inspect)"
+            }
         );
         println!(
             "`stale` verdicts on a live owner's lock    {}  (of {} `stale` verdicts)",

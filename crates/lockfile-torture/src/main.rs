@@ -21,7 +21,7 @@ use clap::{Args, Parser, Subcommand};
 #[command(
     name = "lockfile-torture",
     about = "Multi-process torture test of lockfile locks: exclusion under SIGKILL, reap and inspect",
-    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, an acquisition made to fail by inspect, or any unexpected error; 2 when it could not run."
+    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, a held lock unlinked or its record overwritten, an acquisition made to fail by inspect, or any unexpected error; 2 when it could not run."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -67,6 +67,12 @@ pub(crate) struct RunConfig {
     /// The `lockfile` command (default: the one next to this executable).
     #[arg(long)]
     pub(crate) lockfile_bin: Option<PathBuf>,
+
+    /// Also fail the run when an inspection contradicts what the probe was
+    /// doing throughout (by default it is reported, not fatal: `inspect` can
+    /// miss a held lock while other locks change, a known bug).
+    #[arg(long)]
+    pub(crate) strict_inspect: bool,
 
     /// Self-test of the detector: library workers enter their critical
     /// section without taking the lock, so the run must report overlaps.

@@ -11,6 +11,7 @@ mod interop;
 mod model;
 mod races;
 mod reap;
+mod silence;
 
 /// Not a test: the entry point of child processes spawned by the tests
 /// (see `support::ChildHolder`). Returns at once in a normal run.

@@ -5,9 +5,14 @@ mod support;
 mod content;
 mod contention;
 mod faults;
+mod fuzz_bodies;
+mod fuzz_corpus;
 mod inspect;
 mod interop;
+mod model;
+mod races;
 mod reap;
+mod silence;
 
 /// Not a test: the entry point of child processes spawned by the tests
 /// (see `support::ChildHolder`). Returns at once in a normal run.

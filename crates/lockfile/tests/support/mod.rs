@@ -73,12 +73,17 @@ impl ChildHolder {
 
     /// Reads stdout until a line starting with `prefix`.
     pub(crate) fn expect_line(&mut self, prefix: &str) -> String {
+        self.expect_one_of(&[prefix])
+    }
+
+    /// Reads stdout until a line starting with one of `prefixes`.
+    pub(crate) fn expect_one_of(&mut self, prefixes: &[&str]) -> String {
         let mut line = String::new();
         loop {
             line.clear();
             let n = self.stdout.read_line(&mut line).unwrap();
-            assert!(n > 0, "child exited before printing {prefix:?}");
-            if line.starts_with(prefix) {
+            assert!(n > 0, "child exited before printing one of {prefixes:?}");
+            if prefixes.iter().any(|p| line.starts_with(p)) {
                 return line.trim_end().to_owned();
             }
         }
@@ -145,6 +150,24 @@ fn run_child(action: &str) -> i32 {
             println!("outcome {state} {peak_kib}");
             0
         }
+        // Try once: say "contended", or take the lock, say so, and hold it
+        // until killed.
+        ["try-hold", path, job] => match LockOptions::new().job(*job).try_acquire(path) {
+            Ok(guard) => {
+                println!("ready {}", guard.record().token);
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
+            }
+            Err(e) if e.is_contended() => {
+                println!("contended");
+                0
+            }
+            Err(e) => {
+                eprintln!("child try_acquire failed: {e}");
+                3
+            }
+        },
         // Hold the lock for a while, then release it (optionally unlinking).
         ["hold-for", path, millis, remove] => {
             let guard = LockOptions::new()

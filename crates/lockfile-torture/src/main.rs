@@ -1,0 +1,181 @@
+//! `lockfile-torture`: many processes fight over a few locks while a chaos
+//! loop SIGKILLs holders, a reaper removes litter and an inspector inspects
+//! without pause. Every critical section checks, with a detector that does
+//! not use this project's code, that it is alone. One summary at the end;
+//! the exit status is non-zero when exclusion broke, when inspecting made an
+//! acquisition fail, or when anything failed unexpectedly.
+//!
+//! The same binary plays every part: without a subcommand it coordinates a
+//! run; the hidden subcommands are the processes it starts.
+
+mod board;
+mod coordinator;
+mod watchers;
+mod worker;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lockfile-torture",
+    about = "Multi-process torture test of lockfile locks: exclusion under SIGKILL, reap and inspect",
+    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, a held lock unlinked or its record overwritten, an acquisition made to fail by inspect, or any unexpected error; 2 when it could not run."
+)]
+struct Cli {
+    #[command(subcommand)]
+    role: Option<Role>,
+
+    #[command(flatten)]
+    run: RunConfig,
+}
+
+/// The knobs of a run. The defaults take a few seconds on two cores.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RunConfig {
+    /// Worker processes taking the locks.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=board::MAX_SLOTS as i64))]
+    pub(crate) workers: u32,
+
+    /// How many of the workers go through the `lockfile run` command instead
+    /// of the library (default: a third, at least one).
+    #[arg(long)]
+    pub(crate) run_workers: Option<u32>,
+
+    /// Critical sections each worker completes.
+    #[arg(long, default_value_t = 60)]
+    pub(crate) rounds: u64,
+
+    /// Lock files the workers share (each section takes one, at random).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) locks: u32,
+
+    /// Stop after this many seconds even if rounds remain (default: no limit).
+    #[arg(long)]
+    pub(crate) seconds: Option<f64>,
+
+    /// Milliseconds between two SIGKILLs of the chaos loop (0: no chaos).
+    #[arg(long, default_value_t = 15)]
+    pub(crate) kill_every: u64,
+
+    /// The longest a critical section lasts, in microseconds (each lasts a
+    /// random time up to this).
+    #[arg(long, default_value_t = 1500)]
+    pub(crate) hold_us: u64,
+
+    /// The `lockfile` command (default: the one next to this executable).
+    #[arg(long)]
+    pub(crate) lockfile_bin: Option<PathBuf>,
+
+    /// Also fail the run when an inspection contradicts what the probe was
+    /// doing throughout (by default it is reported, not fatal: `inspect` can
+    /// miss a held lock while other locks change, a known bug).
+    #[arg(long)]
+    pub(crate) strict_inspect: bool,
+
+    /// Self-test of the detector: library workers enter their critical
+    /// section without taking the lock, so the run must report overlaps.
+    #[arg(long, hide = true)]
+    pub(crate) sabotage: bool,
+
+    /// Run in this (existing, empty) directory instead of a temporary one,
+    /// and keep it.
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+}
+
+/// The parts the coordinator starts; not for direct use.
+#[derive(Debug, Subcommand)]
+enum Role {
+    /// A library worker.
+    #[command(hide = true)]
+    Worker(SlotArgs),
+    /// A worker that takes the lock through `lockfile run`.
+    #[command(hide = true)]
+    Driver(DriverArgs),
+    /// The command a driver runs under `lockfile run`.
+    #[command(hide = true)]
+    Section(SectionArgs),
+    /// Reaps the lock directory in a loop.
+    #[command(hide = true)]
+    Reaper(ToolArgs),
+    /// Inspects in a tight loop.
+    #[command(hide = true)]
+    Inspector(ToolArgs),
+    /// Takes a lock nobody else takes, in a loop.
+    #[command(hide = true)]
+    Probe(DirArgs),
+}
+
+#[derive(Debug, Args)]
+struct DirArgs {
+    #[arg(long)]
+    dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct SlotArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    slot: usize,
+}
+
+#[derive(Debug, Args)]
+struct DriverArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    slot: usize,
+    #[arg(long)]
+    lockfile_bin: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct SectionArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    slot: usize,
+    #[arg(long)]
+    lock: u32,
+    #[arg(long)]
+    round: u32,
+}
+
+#[derive(Debug, Args)]
+struct ToolArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    lockfile_bin: PathBuf,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.role {
+        None => coordinator::main(cli.run),
+        Some(role) => {
+            let outcome = match role {
+                Role::Worker(a) => worker::library_worker(&a.dir, a.slot),
+                Role::Driver(a) => worker::run_driver(&a.dir, a.slot, &a.lockfile_bin),
+                Role::Section(a) => worker::section(&a.dir, a.slot, a.lock, a.round),
+                Role::Reaper(a) => watchers::reaper(&a.dir, &a.lockfile_bin),
+                Role::Inspector(a) => watchers::inspector(&a.dir, &a.lockfile_bin),
+                Role::Probe(a) => watchers::probe(&a.dir),
+            };
+            match outcome {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!(
+                        "lockfile-torture: ERROR [pid {}]: {e:#}",
+                        std::process::id()
+                    );
+                    3
+                }
+            }
+        }
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,480 @@
+//! The workers: library workers take the lock with `LockOptions`, drivers
+//! through `lockfile run`, whose command is a `section` of this binary.
+//!
+//! The detector: every lock `k` has a detector file outside the lock
+//! directory, which the process inside the critical section (the library
+//! worker, or the command under `lockfile run`, which inherited the lock)
+//! locks with a plain flock(2) syscall: not this project's code, and released
+//! by the kernel when that process dies. A section that finds its detector
+//! held by a live process has proof that two holders overlapped.
+//!
+//! One subtlety: a process that dies holding both releases them while it
+//! exits, in no guaranteed order, so the next holder may find the detector
+//! still held by a process that is exiting. That process runs no code any
+//! more, so it is not in a critical section: the check waits for it. (For
+//! the same reason the detector is not taken by running util-linux flock(1):
+//! a flock(1) child outlives a SIGKILLed section by a moment and would hold
+//! the detector on behalf of the dead.)
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use lockfile::{LockGuard, LockOptions};
+use rustix::fs::FlockOperation;
+use rustix::process::{WaitOptions, WaitStatus};
+
+use crate::board::{Board, Layout, Rng, Slot, now_ns, state};
+
+/// The status of most sections under `lockfile run`: a job that "failed".
+/// `lockfile run` records a success when its command exits 0, later holders
+/// carry it, and reap keeps a stale file that carries one (the silence alarm
+/// needs it), so sections that all succeeded would leave reap nothing to do.
+/// One in eight succeeds.
+const SECTION_FAILED: i32 = 42;
+
+/// A library worker: `rounds` critical sections, mixing `try_acquire`, timed
+/// and blocking waits, some releases unlinking the file. Restarted by the
+/// coordinator after a SIGKILL, it carries on from the slot's count.
+pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
+    let board = Board::open(dir)?;
+    let layout = Layout {
+        dir: dir.to_path_buf(),
+    };
+    let slot = board.slot(index);
+    let locks = board.locks.load(SeqCst);
+    let rounds = board.rounds.load(SeqCst);
+    let detectors: Vec<File> = (0..locks)
+        .map(|k| open_detector(&layout.detector(k)))
+        .collect::<Result<_>>()?;
+    let mut rng = Rng::new(index as u64);
+    while slot.done.load(SeqCst) < rounds && !board.stopping() {
+        let k = rng.below(u64::from(locks)) as u32;
+        let path = layout.lock(k);
+        if board.sabotage.load(SeqCst) != 0 {
+            sabotaged_section(board, index, k, &detectors[k as usize], &path, &mut rng);
+            continue;
+        }
+        let mut opts = LockOptions::new();
+        opts.job(format!("torture-{index}"))
+            .remove_on_release(rng.below(6) == 0);
+        if rng.below(3) == 0 {
+            opts.heartbeat_interval(Duration::from_millis(100));
+        }
+        slot.state.store(state::WAITING, SeqCst);
+        let acquired = match rng.below(3) {
+            0 => opts.try_acquire(&path),
+            1 => opts
+                .timeout(Duration::from_micros(200 + rng.below(20_000)))
+                .acquire(&path),
+            _ => opts.acquire(&path),
+        };
+        let guard = match acquired {
+            Ok(guard) => guard,
+            Err(e) if e.is_contended() => {
+                slot.state.store(state::IDLE, SeqCst);
+                std::thread::sleep(Duration::from_micros(rng.below(500)));
+                continue;
+            }
+            Err(e) => {
+                board.error(format_args!(
+                    "worker {index}: acquire {}: {e}",
+                    path.display()
+                ));
+                return Ok(3);
+            }
+        };
+        board.log_acquisition(k, now_ns());
+        slot.lock.store(k, SeqCst);
+        slot.pid.store(std::process::id(), SeqCst);
+        slot.state.store(state::HOLDING, SeqCst);
+
+        let detector = &detectors[k as usize];
+        let took_detector = take_detector(board, index, k, detector, &path);
+        check_guard(board, index, &guard, &path);
+        let hold = board.hold_us.load(SeqCst);
+        std::thread::sleep(Duration::from_micros(rng.below(hold + 1)));
+        if rng.below(4) == 0
+            && let Err(e) = guard.heartbeat()
+        {
+            board.error(format_args!("worker {index}: heartbeat: {e}"));
+        }
+        if took_detector && let Err(e) = rustix::fs::flock(detector, FlockOperation::Unlock) {
+            board.error(format_args!("worker {index}: unlock detector: {e}"));
+        }
+        slot.done.fetch_add(1, SeqCst);
+        board.sections.fetch_add(1, SeqCst);
+        slot.state.store(state::RELEASING, SeqCst);
+        if let Err(e) = guard.release() {
+            board.error(format_args!(
+                "worker {index}: release {}: {e}",
+                path.display()
+            ));
+        }
+        slot.state.store(state::IDLE, SeqCst);
+    }
+    slot.state.store(state::FINISHED, SeqCst);
+    Ok(0)
+}
+
+/// A critical section entered without the lock (the `--sabotage` self-test):
+/// the detector must catch the overlaps this causes.
+fn sabotaged_section(
+    board: &Board,
+    index: usize,
+    k: u32,
+    detector: &File,
+    path: &Path,
+    rng: &mut Rng,
+) {
+    let slot = board.slot(index);
+    slot.lock.store(k, SeqCst);
+    slot.pid.store(std::process::id(), SeqCst);
+    slot.state.store(state::HOLDING, SeqCst);
+    let took = take_detector(board, index, k, detector, path);
+    std::thread::sleep(Duration::from_micros(
+        rng.below(board.hold_us.load(SeqCst) + 1),
+    ));
+    if took {
+        let _ = rustix::fs::flock(detector, FlockOperation::Unlock);
+    }
+    slot.done.fetch_add(1, SeqCst);
+    board.sections.fetch_add(1, SeqCst);
+    slot.state.store(state::IDLE, SeqCst);
+}
+
+fn open_detector(path: &Path) -> Result<File> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("open detector {}", path.display()))
+}
+
+/// Takes the detector of lock `k`, the proof of exclusivity. Returns whether
+/// it was taken; counts an overlap when a live process holds it.
+fn take_detector(board: &Board, index: usize, k: u32, detector: &File, path: &Path) -> bool {
+    let mut waited_for_exiting = false;
+    loop {
+        match rustix::fs::flock(detector, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                if waited_for_exiting {
+                    board.detector_waits.fetch_add(1, SeqCst);
+                }
+                return true;
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(e) => {
+                board.error(format_args!("slot {index}: flock detector: {e}"));
+                return false;
+            }
+        }
+        let Ok(meta) = detector.metadata() else {
+            board.error("fstat of a detector failed");
+            return false;
+        };
+        let takers = flock_takers(meta.dev(), meta.ino());
+        if takers.iter().all(|&pid| exiting(pid)) {
+            // Empty: released since. All exiting: a dead holder's last
+            // moment. Either way it comes free without anyone's help.
+            waited_for_exiting |= !takers.is_empty();
+            std::thread::yield_now();
+            continue;
+        }
+        board.overlaps.fetch_add(1, SeqCst);
+        let others: Vec<String> = (0..crate::board::MAX_SLOTS)
+            .filter(|&i| i != index)
+            .map(|i| (i, board.slot(i)))
+            .filter(|(_, s)| s.state.load(SeqCst) == state::HOLDING && s.lock.load(SeqCst) == k)
+            .map(|(i, s)| format!("slot {i} pid {}", s.pid.load(SeqCst)))
+            .collect();
+        eprintln!(
+            "lockfile-torture: OVERLAP: slot {index} (pid {}) holds {} but its detector is held by live pid(s) {takers:?}; slots holding it too: [{}]; inspect: {:?}",
+            std::process::id(),
+            path.display(),
+            others.join(", "),
+            lockfile::inspect(path).map(|r| (r.state, r.holders))
+        );
+        return false;
+    }
+}
+
+/// The processes that took a `flock` lock on (dev, ino), from `/proc/locks`
+/// (waiters, marked `->`, excluded).
+fn flock_takers(dev: u64, ino: u64) -> Vec<u32> {
+    let want = format!(
+        "{:02x}:{:02x}:{ino}",
+        rustix::fs::major(dev),
+        rustix::fs::minor(dev)
+    );
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            match f.as_slice() {
+                [_, "FLOCK", _, _, pid, id, ..] if *id == want => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Whether a process is gone, a zombie, or exiting (PF_EXITING in the flags
+/// of `/proc/PID/stat`): it runs no code any more.
+fn exiting(pid: u32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // Fields 3 (state) and 9 (flags) of the whole line.
+    let state = fields.first().copied().unwrap_or("");
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+}
+
+/// Checks what a holder must see: the path still names the file it locked,
+/// and the file holds its own record.
+fn check_guard(board: &Board, index: usize, guard: &LockGuard, path: &Path) {
+    let Ok(ours) = rustix::fs::fstat(guard) else {
+        board.error("fstat of a held lock failed");
+        return;
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.dev() == ours.st_dev && m.ino() == ours.st_ino => {}
+        other => {
+            board.unlinked_while_held.fetch_add(1, SeqCst);
+            eprintln!(
+                "lockfile-torture: UNLINKED: slot {index} holds inode {} but {} is {:?}",
+                ours.st_ino,
+                path.display(),
+                other.map(|m| m.ino())
+            );
+        }
+    }
+    let expected = guard.record().token;
+    check_record(board, index, guard.as_fd(), &expected.to_string());
+}
+
+fn check_record(board: &Board, index: usize, fd: std::os::fd::BorrowedFd<'_>, token: &str) {
+    let file = match fd.try_clone_to_owned() {
+        Ok(fd) => File::from(fd),
+        Err(e) => {
+            board.error(format_args!("dup: {e}"));
+            return;
+        }
+    };
+    let mut buf = vec![0; 64 * 1024];
+    let n = match file.read_at(&mut buf, 0) {
+        Ok(n) => n,
+        Err(e) => {
+            board.error(format_args!("read the held lock file: {e}"));
+            return;
+        }
+    };
+    match lockfile::decode_record(&buf[..n]) {
+        Ok(owner) if owner.token.to_string() == token => {}
+        other => {
+            board.record_mismatches.fetch_add(1, SeqCst);
+            eprintln!(
+                "lockfile-torture: RECORD: slot {index} holds the lock with token {token} but the file says {:?}",
+                other.map(|o| (o.pid, o.token))
+            );
+        }
+    }
+}
+
+/// A worker that takes the lock through `lockfile run`, whose command is
+/// `lockfile-torture section ...`.
+///
+/// It is a subreaper: when the chaos loop kills a wrapper, the wrapper's
+/// command (which still holds the lock) becomes our child, and we wait for it
+/// before we exit.
+pub(crate) fn run_driver(dir: &Path, index: usize, lockfile_bin: &Path) -> Result<i32> {
+    let board = Board::open(dir)?;
+    let layout = Layout {
+        dir: dir.to_path_buf(),
+    };
+    let slot = board.slot(index);
+    let locks = board.locks.load(SeqCst);
+    let rounds = board.rounds.load(SeqCst);
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+    let me = std::env::current_exe()?;
+    let mut rng = Rng::new(1000 + index as u64);
+    let stderr_path = layout.logs_dir().join(format!("run-{index}.stderr"));
+    let mut round: u32 = 0;
+    let mut failed = false;
+    while slot.done.load(SeqCst) < rounds && !board.stopping() {
+        round += 1;
+        let k = rng.below(u64::from(locks)) as u32;
+        let lock = layout.lock(k);
+        let mut cmd = Command::new(lockfile_bin);
+        cmd.arg("run");
+        match rng.below(3) {
+            0 => {
+                cmd.arg("-n");
+            }
+            1 => {
+                cmd.args(["-w", &format!("0.{:03}", 1 + rng.below(50))]);
+            }
+            _ => {}
+        }
+        cmd.args([
+            "--job",
+            &format!("torture-run-{index}"),
+            "--heartbeat",
+            "0.05",
+        ])
+        .arg(&lock)
+        .arg("--")
+        .arg(&me)
+        .arg("section")
+        .arg("--dir")
+        .arg(dir)
+        .args(["--slot", &index.to_string()])
+        .args(["--lock", &k.to_string()])
+        .args(["--round", &round.to_string()]);
+        // A fresh file each time: an orphaned command of an earlier round may
+        // still write to the previous one.
+        let _ = std::fs::remove_file(&stderr_path);
+        let stderr = File::create(&stderr_path)?;
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(stderr));
+        slot.state.store(state::WAITING, SeqCst);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawn {}", lockfile_bin.display()))?;
+        let wrapper = child.id();
+        slot.wrapper_round.store(round, SeqCst);
+        slot.wrapper_pid.store(wrapper, SeqCst);
+        let status = wait_for(wrapper)?;
+        slot.wrapper_pid.store(0, SeqCst);
+        match (status.exit_status(), status.terminating_signal()) {
+            // Done, or the lock was busy (-n, or -w ran out).
+            (Some(0 | SECTION_FAILED), _) => {}
+            (Some(75), _) => std::thread::sleep(Duration::from_micros(rng.below(500))),
+            // The chaos loop killed the section (the wrapper reports 128+9),
+            // or the wrapper itself.
+            (Some(137), _) | (None, Some(9)) => {}
+            (code, sig) => {
+                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+                board.error(format_args!(
+                    "driver {index}: `lockfile run` ended with status {code:?}, signal {sig:?}: {}",
+                    stderr.trim()
+                ));
+                failed = true;
+                break;
+            }
+        }
+    }
+    // Orphaned sections of killed wrappers are ours now: wait for them.
+    while let Some((_, _)) = rustix::process::wait(WaitOptions::empty()).ok().flatten() {}
+    slot.state.store(state::FINISHED, SeqCst);
+    Ok(if failed { 3 } else { 0 })
+}
+
+/// Waits for `pid`, reaping any orphan that exits meanwhile.
+fn wait_for(pid: u32) -> Result<WaitStatus> {
+    loop {
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((p, status))) if p.as_raw_nonzero().get() as u32 == pid => return Ok(status),
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(io::Error::from(e)).context("wait for `lockfile run`"),
+        }
+    }
+}
+
+/// The critical section under `lockfile run`: runs with the lock inherited
+/// from the wrapper, and takes the detector itself.
+pub(crate) fn section(dir: &Path, index: usize, k: u32, round: u32) -> Result<i32> {
+    let entered = now_ns();
+    let board = Board::open(dir)?;
+    board.log_acquisition(k, entered);
+    let layout = Layout {
+        dir: dir.to_path_buf(),
+    };
+    let slot = board.slot(index);
+    slot.section_round.store(round, SeqCst);
+    slot.lock.store(k, SeqCst);
+    slot.pid.store(std::process::id(), SeqCst);
+    slot.state.store(state::HOLDING, SeqCst);
+
+    let path = layout.lock(k);
+    let detector = open_detector(&layout.detector(k))?;
+    take_detector(board, index, k, &detector, &path);
+    check_inherited(board, index, &path)?;
+    let mut rng = Rng::new(2000 + index as u64);
+    let hold = board.hold_us.load(SeqCst);
+    std::thread::sleep(Duration::from_micros(rng.below(hold + 1)));
+    slot.done.fetch_add(1, SeqCst);
+    board.sections.fetch_add(1, SeqCst);
+    slot.state.store(state::RELEASING, SeqCst);
+    // The detector is released when this process exits, with the lock.
+    Ok(if rng.below(8) == 0 { 0 } else { SECTION_FAILED })
+}
+
+/// What a section under `lockfile run` must see: a descriptor of the file the
+/// path names (inherited from the wrapper), and the wrapper's record in it.
+fn check_inherited(board: &Board, index: usize, path: &Path) -> Result<()> {
+    let token = std::env::var("LOCKFILE_TOKEN").context("LOCKFILE_TOKEN is not set")?;
+    let at_path = std::fs::symlink_metadata(path);
+    let lock_fd = fds_of(std::process::id()).into_iter().find(|(_, m)| {
+        at_path
+            .as_ref()
+            .is_ok_and(|p| p.dev() == m.dev() && p.ino() == m.ino())
+    });
+    match lock_fd {
+        Some((fd, _)) => {
+            // SAFETY: `fd` was listed in /proc/self/fd a moment ago and this
+            // single-threaded process closes nothing meanwhile; the borrow
+            // ends before this function returns.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            check_record(board, index, borrowed, &token);
+        }
+        None => {
+            board.unlinked_while_held.fetch_add(1, SeqCst);
+            eprintln!(
+                "lockfile-torture: UNLINKED: the section of slot {index} holds no descriptor of the file {} names ({:?})",
+                path.display(),
+                at_path.as_ref().map(|m| m.ino())
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The descriptors of a process and the files they refer to.
+fn fds_of(pid: u32) -> Vec<(i32, std::fs::Metadata)> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+            // stat() follows the magic link to the open file itself.
+            let meta = std::fs::metadata(e.path()).ok()?;
+            Some((fd, meta))
+        })
+        .collect()
+}
+
+/// Whether `slot` shows a holder inside its section right now.
+pub(crate) fn holding(slot: &Slot) -> bool {
+    slot.state.load(SeqCst) == state::HOLDING
+}

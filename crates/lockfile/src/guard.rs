@@ -183,7 +183,9 @@ impl LockGuard {
     /// Processes that inherited the descriptor (children that were given it
     /// across `exec`) keep holding the lock; `inspect` names them. If none
     /// did, the kernel releases the lock now and `inspect` reports the file
-    /// `stale`, as after a crash.
+    /// `stale`, as after a crash. (In a multi-threaded program that spawns
+    /// processes, a child that another thread is forking at that moment
+    /// shares the descriptor until its `exec`, and the lock with it.)
     pub fn disown(mut self) {
         self.done = true;
     }
@@ -357,9 +359,23 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
         }
-        // On error the file is dropped here, which releases the lock: a lock
-        // without a record is never left behind by a failed acquire.
-        return write_record(opts, path, file, started);
+        return match write_record(opts, path, &file, started) {
+            Ok(doc) => Ok(LockGuard {
+                file,
+                path: path.to_path_buf(),
+                doc,
+                remove_on_release: opts.remove_on_release,
+                done: false,
+            }),
+            Err(e) => {
+                // No lock without a record is left behind by a failed
+                // acquire. Unlock before closing: a child that another thread
+                // forked meanwhile shares the descriptor until its exec, and
+                // closing alone would leave the lock held until then.
+                let _ = file.unlock();
+                Err(e)
+            }
+        };
     }
 }
 
@@ -371,26 +387,26 @@ const CARRY_READ: usize = 4096;
 fn write_record(
     opts: &LockOptions,
     path: &Path,
-    file: File,
+    file: &File,
     started: Instant,
-) -> Result<LockGuard> {
+) -> Result<LockDocument> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     let mut previous = [0u8; CARRY_READ];
-    let old_len = sys::read_prefix(&file, &mut previous)
+    let old_len = sys::read_prefix(file, &mut previous)
         .map_err(|e| Error::from_io(Operation::Read, path, e))?;
     let previous = &previous[..old_len];
-    let mut last_success = None;
-    let mut dead_owner = None;
-    // Parse the previous document only when there is something to carry or
-    // report: the common case is our own released record without a success.
-    if let Some(peeked) = peek(previous) {
-        last_success = peeked.last_success;
-        // Taking over from a dead owner is rare and worth a full parse, to
-        // name it in the event.
-        if !peeked.released {
-            dead_owner = LockDocument::decode(previous).ok().map(|doc| doc.owner);
-        }
-    }
+    // Parse the previous document only when it has something to carry (a
+    // success) or to report (an owner that died holding the lock); the
+    // common case, our own released record without a success, costs no
+    // parse. A document that does not parse carries nothing: debris must not
+    // hand a "success" to the silence alarm.
+    let previous_doc = peek(previous)
+        .filter(|p| p.has_success || !p.released)
+        .and_then(|_| LockDocument::decode(previous).ok());
+    let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
+    let dead_owner = previous_doc
+        .filter(|doc| !doc.released)
+        .map(|doc| doc.owner);
     let owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     let doc = LockDocument::new(owner, last_success);
     let mut buf = Vec::with_capacity(512);
@@ -412,11 +428,5 @@ fn write_record(
         previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
         previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
     );
-    Ok(LockGuard {
-        file,
-        path: path.to_path_buf(),
-        doc,
-        remove_on_release: opts.remove_on_release,
-        done: false,
-    })
+    Ok(doc)
 }

@@ -601,23 +601,7 @@ impl<'a> Scan<'a> {
     }
 
     fn report(&mut self, path: &Path, file: Option<File>) -> Result<LockReport> {
-        let mut report = LockReport {
-            path: path.to_path_buf(),
-            state: LockState::Absent,
-            owner: None,
-            released: false,
-            holders: Vec::new(),
-            age: None,
-            heartbeat_age: None,
-            last_success: None,
-            size: 0,
-            modified: None,
-            content_error: None,
-            findings: Vec::new(),
-        };
-        if let Some(file) = file {
-            self.examine(path, &file, &mut report)?;
-        }
+        let mut report = self.examine_settled(path, file.as_ref())?;
         self.silence_findings(&mut report);
         report
             .findings
@@ -625,7 +609,58 @@ impl<'a> Scan<'a> {
         Ok(report)
     }
 
-    fn examine(&mut self, path: &Path, file: &File, report: &mut LockReport) -> Result<()> {
+    /// Examines the file until a verdict holds still: a live owner's lock
+    /// that looks abandoned is looked at again once its content changed
+    /// (it was being released, or taken anew, while we looked).
+    fn examine_settled(&mut self, path: &Path, file: Option<&File>) -> Result<LockReport> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            let mut report = empty_report(path);
+            let Some(file) = file else {
+                return Ok(report);
+            };
+            match self.examine(path, file, &mut report, attempt == ATTEMPTS)? {
+                Verdict::Settled => return Ok(report),
+                Verdict::Moving => attempt += 1,
+            }
+        }
+    }
+}
+
+/// Whether a file's examination can stand.
+enum Verdict {
+    Settled,
+    /// The file changed while we judged it: look again.
+    Moving,
+}
+
+fn empty_report(path: &Path) -> LockReport {
+    LockReport {
+        path: path.to_path_buf(),
+        state: LockState::Absent,
+        owner: None,
+        released: false,
+        holders: Vec::new(),
+        age: None,
+        heartbeat_age: None,
+        last_success: None,
+        size: 0,
+        modified: None,
+        content_error: None,
+        findings: Vec::new(),
+    }
+}
+
+impl Scan<'_> {
+    /// `last_attempt`: judge even a file that keeps changing.
+    fn examine(
+        &mut self,
+        path: &Path,
+        file: &File,
+        report: &mut LockReport,
+        last_attempt: bool,
+    ) -> Result<Verdict> {
         let meta = file
             .metadata()
             .map_err(|e| Error::from_io(Operation::Stat, path, e))?;
@@ -651,12 +686,29 @@ impl<'a> Scan<'a> {
         } else {
             LockDocument::decode(&self.buf[..n])
         };
-        let hold = self.locks.hold(file, meta.dev(), meta.ino());
-
         let (doc, content_error) = match decoded {
             Ok(doc) => (Some(doc), None),
             Err(e) => (None, Some(e)),
         };
+        // What can be said of an unreleased local record's owner.
+        let liveness = doc
+            .as_ref()
+            .filter(|d| !d.released && d.owner.hostname == self.me.hostname)
+            .map(|d| judge_owner(&d.owner, &self.me));
+        let mut hold = self.locks.hold(file, meta.dev(), meta.ino());
+        if let (KernelHold::Free, Some(doc), Some(Liveness::Alive)) = (&hold, &doc, &liveness) {
+            // An unreleased record whose owner lives, on a file the table
+            // says nobody holds: the table was read in pieces and skipped
+            // the lock, or the owner took it after the table was read. The
+            // owner's own descriptors settle it.
+            if sys::process_holds(doc.owner.pid, meta.dev(), meta.ino()) {
+                hold = KernelHold::Held(vec![i64::from(doc.owner.pid)]);
+            } else if !last_attempt && self.changed_since_read(file, n) {
+                // Or the owner released (or released and took it again)
+                // since we read the record.
+                return Ok(Verdict::Moving);
+            }
+        }
         report.state = match (&hold, &doc, &content_error) {
             (KernelHold::Held(_), _, _) => LockState::Held,
             (KernelHold::Free, Some(doc), _) if doc.released => LockState::Free,
@@ -676,7 +728,7 @@ impl<'a> Scan<'a> {
                 report.heartbeat_age = report
                     .modified
                     .map(|m| self.now.duration_since(m).unwrap_or_default());
-                self.owner_findings(&doc.owner, report);
+                self.owner_findings(&doc.owner, liveness, report);
             }
             if report.state == LockState::Held {
                 self.holder_findings(&doc, report);
@@ -692,17 +744,32 @@ impl<'a> Scan<'a> {
                 filesystem: fs.to_owned(),
             });
         }
-        Ok(())
+        Ok(Verdict::Settled)
+    }
+
+    /// Whether the first `n` bytes read into `self.buf` are no longer the file's.
+    fn changed_since_read(&self, file: &File, n: usize) -> bool {
+        let mut again = vec![0; n + 1];
+        match sys::read_prefix(file, &mut again) {
+            Ok(m) => again[..m] != self.buf[..n],
+            Err(_) => true,
+        }
     }
 
     /// Findings about an unreleased record's owner.
-    fn owner_findings(&self, owner: &OwnerRecord, report: &mut LockReport) {
+    /// `liveness` is `None` for a record from another host.
+    fn owner_findings(
+        &self,
+        owner: &OwnerRecord,
+        liveness: Option<Liveness>,
+        report: &mut LockReport,
+    ) {
         if owner.hostname != self.me.hostname {
             report.findings.push(Finding::ForeignHost {
                 recorded_host: owner.hostname.clone(),
                 local_host: self.me.hostname.clone(),
             });
-        } else if let Liveness::Dead(reason) = judge_owner(owner, &self.me) {
+        } else if let Some(Liveness::Dead(reason)) = liveness {
             report.findings.push(Finding::OwnerDead {
                 pid: owner.pid,
                 reason,

@@ -182,33 +182,28 @@ pub(crate) struct LockDocument {
 }
 
 /// What `acquire` needs to know of the previous document, read without
-/// parsing it: whether it was released, and its last success.
+/// parsing it: whether it was released, and whether it carries a success.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Peek {
     pub(crate) released: bool,
-    pub(crate) last_success: Option<SystemTime>,
+    pub(crate) has_success: bool,
 }
 
 /// Peeks at a document this crate wrote; `None` for anything else (empty,
-/// debris, another format), which `acquire` simply overwrites.
+/// debris, another format), which `acquire` simply overwrites. Only a peek
+/// that finds something worth carrying (a success) or reporting (an owner
+/// that never released) costs `acquire` a full parse, which also makes sure
+/// the rest of the document is a record and not debris.
 pub(crate) fn peek(bytes: &[u8]) -> Option<Peek> {
-    const SUCCESS_KEY: &[u8] = b",\"last_success\":\"";
-    const TIMESTAMP_LEN: usize = "2026-11-30T14:07:32.123456Z".len();
     let rest = bytes.strip_prefix(RELEASED_PREFIX.as_bytes())?;
     let (released, rest) = if let Some(rest) = rest.strip_prefix(b"false") {
         (false, rest)
     } else {
         (true, rest.strip_prefix(b"true")?)
     };
-    let last_success = rest
-        .trim_ascii_start()
-        .strip_prefix(SUCCESS_KEY)
-        .and_then(|ts| ts.get(..TIMESTAMP_LEN))
-        .and_then(|ts| std::str::from_utf8(ts).ok())
-        .and_then(|ts| humantime::parse_rfc3339(ts).ok());
     Some(Peek {
         released,
-        last_success,
+        has_success: rest.trim_ascii_start().starts_with(b",\"last_success\":\""),
     })
 }
 
@@ -385,7 +380,7 @@ mod tests {
             peek(&buf),
             Some(Peek {
                 released: false,
-                last_success: None
+                has_success: false
             })
         );
 
@@ -514,7 +509,7 @@ mod tests {
             prop_assert_eq!(buf.len() % RECORD_BLOCK, 0);
             prop_assert_eq!(
                 peek(&buf),
-                Some(Peek { released: doc.released, last_success: doc.last_success })
+                Some(Peek { released: doc.released, has_success: doc.last_success.is_some() })
             );
             prop_assert_eq!(LockDocument::decode(&buf), Ok(doc));
         }

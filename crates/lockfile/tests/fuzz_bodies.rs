@@ -15,12 +15,6 @@ use std::time::{Duration, SystemTime};
 
 use lockfile::{InspectOptions, LockGuard, LockState, ReapAction, ReapOptions};
 
-/// `acquire` carries a last success out of debris that starts like a record
-/// (`silence::acquire_never_carries_a_last_success_out_of_debris`). While
-/// that bug stands, the carried-success invariant is only checked on content
-/// that decodes; set to false once it is fixed.
-const KNOWN_DEBRIS_CARRY_BUG: bool = true;
-
 /// Decoding arbitrary bytes never panics, and whatever decodes is an owner
 /// record that displays, ages and re-serialises stably.
 pub(crate) fn decode_record(data: &[u8]) {
@@ -118,9 +112,7 @@ pub(crate) fn inspect_content(dir: &Path, data: &[u8]) {
     assert_eq!(written.token, token);
     // The last success is carried over from a previous record, never
     // invented.
-    if (decoded.is_ok() || !KNOWN_DEBRIS_CARRY_BUG)
-        && let Some(carried) = guard.last_success()
-    {
+    if let Some(carried) = guard.last_success() {
         assert_eq!(Some(carried), report.last_success);
     }
     guard.release().expect("release");

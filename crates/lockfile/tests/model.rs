@@ -308,34 +308,17 @@ fn check(report: &LockReport, l: &Lock, how: &str) {
     }
 }
 
-/// Two transient disagreements with the model are retried, and nothing else:
-///
-/// - The known bug demonstrated by
-///   `races::inspect_sees_a_held_lock_while_other_locks_come_and_go`: while
-///   other tests take and release locks, `inspect` may miss a held lock's
-///   line in `/proc/locks` and call the lock stale or free. Set
-///   `KNOWN_PROC_LOCKS_BUG` to false once `inspect` reads the table
-///   atomically.
-/// - A holder in this process "died" (`disown`) while another test thread
-///   was spawning a child: between its fork and its exec the child shares
-///   every descriptor, so the kernel lock outlives the disown by a moment,
-///   still recorded as ours.
-///
-/// A lock that really is in another state fails every retry.
-const KNOWN_PROC_LOCKS_BUG: bool = true;
+/// One transient disagreement with the model is retried, and nothing else:
+/// a holder in this process "died" (`disown`) while another test thread was
+/// spawning a child. Between its fork and its exec the child shares every
+/// descriptor, so the kernel lock outlives the disown by a moment, still
+/// recorded as ours. A lock that really is in another state fails every retry.
 const RETRIES: usize = 100;
 
 fn transient(report: &LockReport, l: &Lock) -> bool {
-    match l.expected {
-        Expected::Held { .. } => {
-            KNOWN_PROC_LOCKS_BUG && matches!(report.state, LockState::Stale | LockState::Free)
-        }
-        Expected::Stale { .. } => {
-            report.state == LockState::Held
-                && report.holders.iter().all(|h| h.pid == std::process::id())
-        }
-        _ => false,
-    }
+    matches!(l.expected, Expected::Stale { .. })
+        && report.state == LockState::Held
+        && report.holders.iter().all(|h| h.pid == std::process::id())
 }
 
 fn pause() {

@@ -1,7 +1,6 @@
 //! `inspect` while the kernel's lock table changes under it.
 //!
-//! Both tests are ignored because they fail: they demonstrate bugs in
-//! `inspect` (see each test). Run them with `cargo test -- --ignored races`.
+//! Regression tests for two races that `inspect` once lost (see each test).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,7 +47,7 @@ impl Churn {
     }
 }
 
-/// Bug: a lock held steadily by a live process is reported `stale` (or
+/// Regression: a lock held steadily by a live process is reported `stale` (or
 /// `free`) when other flock locks anywhere on the host are taken or released
 /// while `inspect` reads `/proc/locks`.
 ///
@@ -61,7 +60,6 @@ impl Churn {
 /// its unreleased record makes it `stale`. (Tables larger than one page need
 /// several reads whatever the buffer, so the same can happen on a busy host.)
 #[test]
-#[ignore = "bug: inspect misses a held lock while other locks change (see the doc comment)"]
 fn inspect_sees_a_held_lock_while_other_locks_come_and_go() {
     let dir = tempdir();
     let path = lock_path(&dir, "steady.lock");
@@ -85,7 +83,7 @@ fn inspect_sees_a_held_lock_while_other_locks_come_and_go() {
     );
 }
 
-/// Bug: `inspect` calls a lock `stale` ("nobody holds it, the owner never
+/// Regression: `inspect` called a lock `stale` ("nobody holds it, the owner never
 /// released it") while its owner is alive and holding it.
 ///
 /// Besides the skipped `/proc/locks` entry above, `inspect` snapshots the
@@ -94,7 +92,6 @@ fn inspect_sees_a_held_lock_while_other_locks_come_and_go() {
 /// unlocked file. Reap is not fooled (it re-checks under the lock), but the
 /// report and `lockfile inspect` are wrong.
 #[test]
-#[ignore = "bug: inspect reports a live holder's lock as stale (see the doc comment)"]
 fn inspect_never_calls_a_live_holders_lock_stale() {
     let dir = tempdir();
     let path = lock_path(&dir, "busy.lock");

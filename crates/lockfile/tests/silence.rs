@@ -5,7 +5,7 @@ use lockfile::{InspectOptions, LockGuard, LockState};
 
 use crate::support::{lock_path, tempdir};
 
-/// Bug: a file that is not an owner record (debris: torn, truncated or
+/// Regression: a file that is not an owner record (debris: torn, truncated or
 /// hand-edited), but starts like one and has a timestamp where our records
 /// keep the last success, hands that "success" to the next holder.
 ///
@@ -17,7 +17,6 @@ use crate::support::{lock_path, tempdir};
 /// carry `last_success` only when the previous document decodes (a full
 /// parse only when a success was peeked, so the common path stays cheap).
 #[test]
-#[ignore = "bug: acquire carries a last success out of debris (see the doc comment)"]
 fn acquire_never_carries_a_last_success_out_of_debris() {
     let dir = tempdir();
     let path = lock_path(&dir, "job.lock");

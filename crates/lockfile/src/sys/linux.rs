@@ -115,15 +115,27 @@ impl KernelLocks {
     ///
     /// When `/proc/locks` cannot be read (no `/proc` mounted).
     pub(crate) fn snapshot() -> io::Result<KernelLocks> {
-        let text = read_consistently("/proc/locks")?;
-        let mut held: HashMap<(u64, u64), Vec<i64>> = HashMap::new();
-        for lock in String::from_utf8_lossy(&text)
+        let mut locks = KernelLocks::default();
+        let (table, consistent) = read_lock_table()?;
+        locks.add(&table);
+        if !consistent {
+            // Read in pieces, the table may have skipped a lock that was held
+            // all along; it would have to be skipped twice to be missed.
+            locks.add(&read_lock_table()?.0);
+        }
+        Ok(locks)
+    }
+
+    fn add(&mut self, table: &[u8]) {
+        for lock in String::from_utf8_lossy(table)
             .lines()
             .filter_map(parse_flock_line)
         {
-            held.entry((lock.dev, lock.ino)).or_default().push(lock.pid);
+            let pids = self.held.entry((lock.dev, lock.ino)).or_default();
+            if !pids.contains(&lock.pid) {
+                pids.push(lock.pid);
+            }
         }
-        Ok(KernelLocks { held })
     }
 
     pub(crate) fn hold(&self, _file: &File, dev: u64, ino: u64) -> KernelHold {
@@ -134,31 +146,30 @@ impl KernelLocks {
     }
 }
 
-/// Reads a `/proc` table in one `read(2)`.
+/// Reads `/proc/locks` whole; the flag says whether one `read(2)` got it all.
 ///
-/// The kernel builds `/proc/locks` while holding the lock list's lock, but
-/// only for the duration of one `read` call; the next call resumes by entry
-/// index in a list that may have changed meanwhile, so a table read in pieces
-/// can skip a lock that was held all along (seen under load). One call into a
-/// buffer larger than the table gives a consistent snapshot; a full buffer
-/// means the table may be larger, so read again from the start with twice
-/// the room.
-fn read_consistently(path: &str) -> io::Result<Vec<u8>> {
+/// The kernel builds the table while holding the lock list's lock, but only
+/// for one `read` call, which returns at most a page. The next call resumes
+/// by entry index in a list that may have changed meanwhile: when a lock
+/// listed earlier is released in between, every later entry moves up one
+/// index and one is skipped. A table read in one call is consistent.
+fn read_lock_table() -> io::Result<(Vec<u8>, bool)> {
     use std::io::Read;
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut file = File::open("/proc/locks")?;
+    let mut table = Vec::new();
+    // At least a page per read; std's read_to_end would start with 32 bytes.
+    let mut chunk = [0u8; 16 * 1024];
+    let mut reads = 0;
     loop {
-        let mut file = File::open(path)?;
-        let n = loop {
-            match file.read(&mut buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => break other?,
+        match file.read(&mut chunk) {
+            Ok(0) => return Ok((table, reads <= 1)),
+            Ok(n) => {
+                table.extend_from_slice(&chunk[..n]);
+                reads += 1;
             }
-        };
-        if n < buf.len() {
-            buf.truncate(n);
-            return Ok(buf);
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
-        buf.resize(buf.len() * 2, 0);
     }
 }
 
@@ -170,42 +181,38 @@ fn read_consistently(path: &str) -> io::Result<Vec<u8>> {
 /// every process's descriptors, so it is only used when the recorded taker is
 /// gone. Processes we may not look into are skipped.
 pub(crate) fn processes_holding(dev: u64, ino: u64) -> Vec<u32> {
-    let mut holders = Vec::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return holders;
+        return Vec::new();
     };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-            continue;
-        };
-        let holds = fds.flatten().any(|fd| {
-            // stat() follows the magic link to the open file itself.
-            let same_file =
-                std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
-            same_file
-                && std::fs::read_to_string(format!(
-                    "/proc/{pid}/fdinfo/{}",
-                    fd.file_name().to_string_lossy()
-                ))
-                .is_ok_and(|info| {
-                    info.lines()
-                        .filter_map(|l| l.strip_prefix("lock:"))
-                        .filter_map(parse_flock_line)
-                        .any(|l| l.dev == dev && l.ino == ino)
-                })
-        });
-        if holds {
-            holders.push(pid);
-        }
-    }
-    holders
+    procs
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| process_holds(pid, dev, ino))
+        .collect()
+}
+
+/// Whether process `pid` holds the `flock` lock on (dev, ino) through one of
+/// its descriptors, read from `/proc/PID/fdinfo`: exact, and lock-free.
+pub(crate) fn process_holds(pid: u32, dev: u64, ino: u64) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        // stat() follows the magic link to the open file itself.
+        let same_file =
+            std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
+        same_file
+            && std::fs::read_to_string(format!(
+                "/proc/{pid}/fdinfo/{}",
+                fd.file_name().to_string_lossy()
+            ))
+            .is_ok_and(|info| {
+                info.lines()
+                    .filter_map(|l| l.strip_prefix("lock:"))
+                    .filter_map(parse_flock_line)
+                    .any(|l| l.dev == dev && l.ino == ino)
+            })
+    })
 }
 
 /// The signal that wakes a bounded wait. A real-time signal, because those

@@ -65,6 +65,10 @@ pub(crate) fn processes_holding(_dev: u64, _ino: u64) -> Vec<u32> {
     Vec::new()
 }
 
+pub(crate) fn process_holds(_pid: u32, _dev: u64, _ino: u64) -> bool {
+    false
+}
+
 pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
     super::poll_until(file, deadline)
 }

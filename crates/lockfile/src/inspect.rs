@@ -900,13 +900,21 @@ pub(crate) fn judge_owner(owner: &OwnerRecord, me: &ProcessIdentity) -> Liveness
     if !sys::pid_exists(owner.pid) {
         return Liveness::Dead(format!("no process with pid {} exists", owner.pid));
     }
-    if let (Some(theirs), Some(now)) = (owner.start_time, sys::process_start_time(owner.pid))
-        && theirs != now
-    {
-        return Liveness::Dead(format!(
-            "pid {} now belongs to another process (started at tick {now}, the owner at tick {theirs})",
-            owner.pid
-        ));
+    if let Some(stat) = sys::process_stat(owner.pid) {
+        if stat.exited {
+            return Liveness::Dead(format!(
+                "pid {} has exited (its parent has not reaped it yet)",
+                owner.pid
+            ));
+        }
+        if let Some(theirs) = owner.start_time
+            && theirs != stat.start_time
+        {
+            return Liveness::Dead(format!(
+                "pid {} now belongs to another process (started at tick {}, the owner at tick {theirs})",
+                owner.pid, stat.start_time
+            ));
+        }
     }
     Liveness::Alive
 }

@@ -184,3 +184,27 @@ fn hostname() -> String {
         .trim()
         .to_owned()
 }
+
+#[test]
+fn a_killed_owner_not_yet_reaped_is_dead() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let (mut child, _) = ChildHolder::hold(&path, "zombie");
+    // Kill it but do not reap it: its PID still answers kill(pid, 0).
+    child.child.kill().unwrap();
+    let stat = format!("/proc/{}/stat", child.pid());
+    let mut tries = 0;
+    while !std::fs::read_to_string(&stat).is_ok_and(|s| s.contains(") Z ")) {
+        tries += 1;
+        assert!(tries < 2000, "the child never became a zombie");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Stale);
+    let dead = report
+        .findings
+        .iter()
+        .find(|f| f.kind() == "owner_dead")
+        .expect("a zombie is dead");
+    assert!(dead.to_string().contains("has exited"), "{dead}");
+}

@@ -22,23 +22,35 @@ pub(crate) fn pid_namespace(pid: Option<u32>) -> Option<u64> {
     std::fs::metadata(path).ok().map(|m| m.ino())
 }
 
-/// Field 22 of `/proc/PID/stat`: start time in clock ticks since boot.
-pub(crate) fn process_start_time(pid: u32) -> Option<u64> {
-    start_time_from(&format!("/proc/{pid}/stat"))
+/// What `/proc/PID/stat` tells of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    /// It has exited: a zombie its parent has not reaped yet (state Z or X).
+    pub(crate) exited: bool,
+    /// Field 22: the start time in clock ticks since boot.
+    pub(crate) start_time: u64,
+}
+
+pub(crate) fn process_stat(pid: u32) -> Option<ProcStat> {
+    stat_from(&format!("/proc/{pid}/stat"))
 }
 
 /// Our own start time. Through `/proc/self`, because inside a PID namespace
 /// whose `/proc` is the host's, `/proc/<our pid>` names another process.
 pub(super) fn own_start_time() -> Option<u64> {
-    start_time_from("/proc/self/stat")
+    stat_from("/proc/self/stat").map(|s| s.start_time)
 }
 
-fn start_time_from(path: &str) -> Option<u64> {
+fn stat_from(path: &str) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(path).ok()?;
     // The command name (field 2) may hold spaces and parentheses; fields
-    // after it start behind the last ')'.
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    // after it start behind the last ')', with the state (field 3).
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?;
+    Some(ProcStat {
+        exited: matches!(state, "Z" | "X"),
+        start_time: fields.nth(18)?.parse().ok()?,
+    })
 }
 
 /// The PID a process has inside its own (innermost) PID namespace, from the
@@ -370,7 +382,9 @@ mod tests {
     #[test]
     fn reads_our_own_identity() {
         let pid = std::process::id();
-        assert!(process_start_time(pid).is_some());
+        let stat = process_stat(pid).unwrap();
+        assert!(!stat.exited);
+        assert_eq!(Some(stat.start_time), own_start_time());
         assert_eq!(innermost_pid(pid), Some(pid));
         assert_eq!(pid_namespace(Some(pid)), pid_namespace(None));
         assert!(boot_id().is_some());

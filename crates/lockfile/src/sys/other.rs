@@ -13,7 +13,13 @@ pub(crate) fn pid_namespace(_pid: Option<u32>) -> Option<u64> {
     None
 }
 
-pub(crate) fn process_start_time(_pid: u32) -> Option<u64> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    pub(crate) exited: bool,
+    pub(crate) start_time: u64,
+}
+
+pub(crate) fn process_stat(_pid: u32) -> Option<ProcStat> {
     None
 }
 

@@ -3,7 +3,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
@@ -165,12 +165,10 @@ impl LockGuard {
     ///
     /// [`Error`] with [`Operation::Stat`] when the lock file cannot be stat'ed.
     pub fn inheritors(&self) -> Result<Vec<Holder>> {
-        let meta = self
-            .file
-            .metadata()
+        let id = sys::identity_of(&self.file)
             .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))?;
         let me = std::process::id();
-        Ok(sys::processes_holding(meta.dev(), meta.ino())
+        Ok(sys::processes_holding(id.dev, id.ino)
             .into_iter()
             .filter(|&pid| pid != me)
             .map(Holder::from_pid)
@@ -219,15 +217,11 @@ impl LockGuard {
 
     /// Unlinks the lock file, but only if the path still names our file.
     fn remove_while_locked(&self) -> Result<()> {
-        let ours = self
-            .file
-            .metadata()
+        let ours = sys::identity_of(&self.file)
             .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))?;
-        match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if m.dev() == ours.dev() && m.ino() == ours.ino() => {
-                std::fs::remove_file(&self.path)
-                    .map_err(|e| Error::from_io(Operation::Remove, &self.path, e))
-            }
+        match sys::identity_at(&self.path) {
+            Ok(at_path) if at_path.same_file(&ours) => std::fs::remove_file(&self.path)
+                .map_err(|e| Error::from_io(Operation::Remove, &self.path, e)),
             _ => Ok(()),
         }
     }
@@ -258,28 +252,27 @@ impl AsRawFd for LockGuard {
 
 /// Opens (creating if needed) the lock file without following a symlink and
 /// without blocking on a FIFO, and refuses anything but a regular file.
-/// Returns the file's (dev, ino).
-fn open_lock_file(path: &Path, mode: u32) -> Result<(File, u64, u64)> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .mode(mode)
-        // std adds O_CLOEXEC. O_NONBLOCK: opening a FIFO must not hang.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|e| Error::from_io(Operation::Open, path, e))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| Error::from_io(Operation::Stat, path, e))?;
-    if !meta.file_type().is_file() {
+fn open_lock_file(path: &Path, mode: u32) -> Result<(File, sys::Identity)> {
+    let file = sys::open_noatime(path, |path, extra| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(mode)
+            // std adds O_CLOEXEC. O_NONBLOCK: opening a FIFO must not hang.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | extra)
+            .open(path)
+    })
+    .map_err(|e| Error::from_io(Operation::Open, path, e))?;
+    let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    if !id.is_regular() {
         return Err(Error::NotRegularFile {
             op: Operation::Open,
             path: path.to_path_buf(),
-            kind: sys::file_kind(meta.file_type()),
+            kind: sys::file_kind(id.kind),
         });
     }
-    Ok((file, meta.dev(), meta.ino()))
+    Ok((file, id))
 }
 
 /// Reads the owner record of a lock someone else holds, for the error.
@@ -321,7 +314,7 @@ fn contended(path: &Path, file: &File) -> Error {
 pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
     loop {
-        let (file, dev, ino) = open_lock_file(path, opts.mode)?;
+        let (file, id) = open_lock_file(path, opts.mode)?;
         let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
         match file.try_lock() {
             Ok(()) => {}
@@ -353,8 +346,8 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
         // Re-check the inode: the path may have been unlinked (by reap, or a
         // release that removes) or replaced while we waited. A lock on a file
         // that no longer has this name excludes nobody.
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.dev() == dev && m.ino() == ino => {}
+        match sys::identity_at(path) {
+            Ok(at_path) if at_path.same_file(&id) => {}
             Ok(_) => continue,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),

@@ -461,16 +461,22 @@ impl InspectOptions {
         let mut reports = Vec::new();
         for name in lock_file_names(dir)? {
             let path = dir.join(&name);
-            let opened = rustix::fs::openat(
-                &dir_fd,
-                name.as_os_str(),
-                rustix::fs::OFlags::RDONLY | inspect_flags(),
-                rustix::fs::Mode::empty(),
-            );
+            let opened = sys::open_noatime(Path::new(&name), |name, extra| {
+                rustix::fs::openat(
+                    &dir_fd,
+                    name,
+                    rustix::fs::OFlags::RDONLY
+                        | inspect_flags()
+                        | rustix::fs::OFlags::from_bits_retain(extra as _),
+                    rustix::fs::Mode::empty(),
+                )
+                .map(File::from)
+                .map_err(io::Error::from)
+            });
             let report = match opened {
-                Ok(fd) => scan.report(&path, Some(File::from(fd))),
-                Err(rustix::io::Errno::NOENT) => scan.report(&path, None),
-                Err(e) => Err(open_error(&path, e.into())),
+                Ok(file) => scan.report(&path, Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(&path, None),
+                Err(e) => Err(open_error(&path, e)),
             };
             reports.push(report);
         }
@@ -553,13 +559,17 @@ fn inspect_flags() -> rustix::fs::OFlags {
 }
 
 pub(crate) fn open_for_inspect(path: &Path) -> io::Result<File> {
-    rustix::fs::open(
-        path,
-        rustix::fs::OFlags::RDONLY | inspect_flags(),
-        rustix::fs::Mode::empty(),
-    )
-    .map(File::from)
-    .map_err(io::Error::from)
+    sys::open_noatime(path, |path, extra| {
+        rustix::fs::open(
+            path,
+            rustix::fs::OFlags::RDONLY
+                | inspect_flags()
+                | rustix::fs::OFlags::from_bits_retain(extra as _),
+            rustix::fs::Mode::empty(),
+        )
+        .map(File::from)
+        .map_err(io::Error::from)
+    })
 }
 
 fn open_error(path: &Path, e: io::Error) -> Error {
@@ -668,7 +678,7 @@ impl Scan<'_> {
             return Err(Error::NotRegularFile {
                 op: Operation::Read,
                 path: path.to_path_buf(),
-                kind: sys::file_kind(meta.file_type()),
+                kind: sys::file_kind(rustix::fs::FileType::from_raw_mode(meta.mode())),
             });
         }
         report.size = meta.size();

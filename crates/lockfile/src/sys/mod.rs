@@ -77,6 +77,20 @@ pub(crate) fn pid_exists(pid: u32) -> bool {
     }
 }
 
+/// Opens `path` with `O_NOATIME` when allowed (we own the file, or hold
+/// CAP_FOWNER), without it otherwise. Reading a lock file must not dirty its
+/// inode: after every record write the access time is older than the
+/// modification time, so without the flag each read would update it.
+pub(crate) fn open_noatime(
+    path: &std::path::Path,
+    open: impl Fn(&std::path::Path, i32) -> io::Result<File>,
+) -> io::Result<File> {
+    match open(path, noatime_flag()) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => open(path, 0),
+        other => other,
+    }
+}
+
 /// Refreshes the file's modification time to `now`, the heartbeat. One
 /// syscall, no allocation. An explicit time rather than `UTIME_NOW`, because
 /// the kernel's coarse clock would round it to a few milliseconds.
@@ -113,25 +127,36 @@ pub(crate) fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(filled)
 }
 
-/// What `std::fs::FileType` calls a non-regular file, for error messages.
-pub(crate) fn file_kind(ft: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if ft.is_dir() {
-        "directory"
-    } else if ft.is_symlink() {
-        "symbolic link"
-    } else if ft.is_fifo() {
-        "FIFO"
-    } else if ft.is_socket() {
-        "socket"
-    } else if ft.is_char_device() {
-        "character device"
-    } else if ft.is_block_device() {
-        "block device"
-    } else if ft.is_file() {
-        "regular file"
-    } else {
-        "special file"
+/// The kind of a file that is not a regular file, for error messages.
+pub(crate) fn file_kind(kind: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType;
+    match kind {
+        FileType::Directory => "directory",
+        FileType::Symlink => "symbolic link",
+        FileType::Fifo => "FIFO",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::RegularFile => "regular file",
+        _ => "special file",
+    }
+}
+
+/// What the lock's hot path needs to know of a file: which one it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) kind: rustix::fs::FileType,
+}
+
+impl Identity {
+    pub(crate) fn is_regular(&self) -> bool {
+        self.kind == rustix::fs::FileType::RegularFile
+    }
+
+    pub(crate) fn same_file(&self, other: &Identity) -> bool {
+        self.dev == other.dev && self.ino == other.ino
     }
 }
 

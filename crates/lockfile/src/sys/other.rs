@@ -39,6 +39,30 @@ pub(super) fn filesystem_type(_file: &File) -> Option<u64> {
     None
 }
 
+pub(super) fn noatime_flag() -> i32 {
+    0
+}
+
+pub(crate) fn identity_of(file: &File) -> io::Result<super::Identity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok(super::Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+        kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
+    })
+}
+
+pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path)?;
+    Ok(super::Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+        kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
+    })
+}
+
 /// Without `/proc/locks` the only way to learn whether a file is locked is to
 /// probe it with a shared, non-blocking lock. The probe lasts microseconds,
 /// but a `try_acquire` in that window reports contention.

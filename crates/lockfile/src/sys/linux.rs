@@ -8,8 +8,26 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::FlockOperation;
 
+/// Reads a small `/proc` file (a few hundred bytes) in as few `read` calls as
+/// it takes, where `read_to_string` would start with a 32-byte probe and
+/// grow: a process's first lock reads several such files.
+fn read_proc(path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut file = File::open(path).ok()?;
+    let mut buf = [0u8; 4096];
+    let mut text = Vec::new();
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return String::from_utf8(text).ok(),
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
 pub(super) fn boot_id() -> Option<String> {
-    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id = read_proc("/proc/sys/kernel/random/boot_id")?;
     Some(id.trim().to_owned()).filter(|id| !id.is_empty())
 }
 
@@ -42,7 +60,7 @@ pub(super) fn own_start_time() -> Option<u64> {
 }
 
 fn stat_from(path: &str) -> Option<ProcStat> {
-    let stat = std::fs::read_to_string(path).ok()?;
+    let stat = read_proc(path)?;
     // The command name (field 2) may hold spaces and parentheses; fields
     // after it start behind the last ')', with the state (field 3).
     let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
@@ -56,14 +74,14 @@ fn stat_from(path: &str) -> Option<ProcStat> {
 /// The PID a process has inside its own (innermost) PID namespace, from the
 /// `NSpid:` line of `/proc/PID/status`.
 pub(crate) fn innermost_pid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = read_proc(&format!("/proc/{pid}/status"))?;
     let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
     line.split_whitespace().last()?.parse().ok()
 }
 
 /// The short command name of a process (`/proc/PID/comm`).
 pub(crate) fn command_name(pid: u32) -> Option<String> {
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let comm = read_proc(&format!("/proc/{pid}/comm"))?;
     Some(comm.trim_end().to_owned())
 }
 
@@ -251,11 +269,11 @@ pub(crate) fn process_holds(pid: u32, dev: u64, ino: u64) -> bool {
         let same_file =
             std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
         same_file
-            && std::fs::read_to_string(format!(
+            && read_proc(&format!(
                 "/proc/{pid}/fdinfo/{}",
                 fd.file_name().to_string_lossy()
             ))
-            .is_ok_and(|info| {
+            .is_some_and(|info| {
                 info.lines()
                     .filter_map(|l| l.strip_prefix("lock:"))
                     .filter_map(parse_flock_line)

@@ -186,9 +186,9 @@ impl Report {
         ));
         self.line(&format!(
             "| {} (cycle) | {} | {} |",
-            cycle::REPLICA_LEAN,
-            time(r.median(cycle::REPLICA_LEAN)),
-            ratio(r.ratio(cycle::REPLICA_LEAN, cycle::FLOOR))
+            cycle::REPLICA_PLAIN,
+            time(r.median(cycle::REPLICA_PLAIN)),
+            ratio(r.ratio(cycle::REPLICA_PLAIN, cycle::FLOOR))
         ));
 
         self.line("\n## Heartbeat\n");

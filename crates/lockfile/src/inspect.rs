@@ -913,7 +913,7 @@ pub(crate) fn judge_owner(owner: &OwnerRecord, me: &ProcessIdentity) -> Liveness
     if let Some(stat) = sys::process_stat(owner.pid) {
         if stat.exited {
             return Liveness::Dead(format!(
-                "pid {} has exited (its parent has not reaped it yet)",
+                "pid {} has exited or is exiting (its locks are gone)",
                 owner.pid
             ));
         }

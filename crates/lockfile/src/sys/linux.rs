@@ -43,7 +43,9 @@ pub(crate) fn pid_namespace(pid: Option<u32>) -> Option<u64> {
 /// What `/proc/PID/stat` tells of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProcStat {
-    /// It has exited: a zombie its parent has not reaped yet (state Z or X).
+    /// It has exited, or is exiting: a zombie its parent has not reaped yet
+    /// (state Z or X), or a process past the point where the kernel closed
+    /// its files (flag PF_EXITING), whose locks are gone.
     pub(crate) exited: bool,
     /// Field 22: the start time in clock ticks since boot.
     pub(crate) start_time: u64,
@@ -63,11 +65,13 @@ fn stat_from(path: &str) -> Option<ProcStat> {
     let stat = read_proc(path)?;
     // The command name (field 2) may hold spaces and parentheses; fields
     // after it start behind the last ')', with the state (field 3).
-    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
-    let state = fields.next()?;
+    const PF_EXITING: u64 = 0x4;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let state = fields.first()?;
+    let flags: u64 = fields.get(6)?.parse().ok()?;
     Some(ProcStat {
-        exited: matches!(state, "Z" | "X"),
-        start_time: fields.nth(18)?.parse().ok()?,
+        exited: matches!(*state, "Z" | "X") || flags & PF_EXITING != 0,
+        start_time: fields.get(19)?.parse().ok()?,
     })
 }
 

@@ -1,27 +1,18 @@
 //! Drives the real `lockfile` binary: real processes, real signals.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn lockfile() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockfile"))
-}
+use common::{Background, code, lockfile, stderr};
 
 fn run_output(args: &[&str]) -> Output {
     lockfile().args(args).output().unwrap()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn s(p: &Path) -> &str {
@@ -43,62 +34,14 @@ impl Dir {
     }
 }
 
-/// A `lockfile run` in the background whose COMMAND prints `ready` once it
-/// runs under the lock.
-struct Background {
-    child: Child,
-}
-
-impl Background {
-    fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
-        let mut child = lockfile()
-            .arg("run")
-            .args(extra)
-            .arg(lock)
-            .args(["sh", "-c", script])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "the command did not start");
-        Background { child }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
-
-    /// Waits for the wrapper only, not for the pipes it shares with COMMAND.
-    fn reap(mut self) -> i32 {
-        self.child.wait().unwrap().code().unwrap_or(-1)
-    }
-
-    fn wait(mut self) -> (i32, String) {
-        let status = self.child.wait().unwrap();
-        let mut err = String::new();
-        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err).unwrap();
-        (status.code().unwrap_or(-1), err)
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
+/// first.
+fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
+    let mut args = extra.to_vec();
+    args.extend([s(lock), "sh", "-c", script]);
+    let (run, line) = Background::spawn(&args);
+    assert_eq!(line, "ready", "the command did not start");
+    run
 }
 
 fn inspect_json(path: &Path, extra: &[&str]) -> (i32, Value) {
@@ -128,7 +71,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 fn contention_exits_with_the_conflict_status_and_names_the_holder() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
-    let holder = Background::start(&["--job", "nightly"], &lock, "echo ready; sleep 30");
+    let holder = start(&["--job", "nightly"], &lock, "echo ready; sleep 30");
 
     let out = run_output(&["run", "-n", s(&lock), "true"]);
     assert_eq!(code(&out), 75, "{}", stderr(&out));
@@ -178,7 +121,7 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_ends() {
     for (sig, status) in [("TERM", 42), ("INT", 43), ("HUP", 44)] {
         let script =
             format!("trap 'exit {status}' {sig}; echo ready; while :; do sleep 0.05; done");
-        let run = Background::start(&[], &lock, &script);
+        let run = start(&[], &lock, &script);
         run.signal(sig);
         let (code, err) = run.wait();
         assert_eq!(code, status, "SIG{sig} reached the command: {err}");
@@ -196,7 +139,7 @@ fn sigkill_of_the_wrapper_never_lets_a_second_command_start() {
     let lock = dir.path("job.lock");
     let done = dir.path("done");
     let script = format!("echo ready; sleep 1; touch {}", s(&done));
-    let run = Background::start(&["--heartbeat", "0.1"], &lock, &script);
+    let run = start(&["--heartbeat", "0.1"], &lock, &script);
     let wrapper = run.pid();
     run.signal("KILL");
     assert_eq!(run.reap(), -1, "killed by a signal");
@@ -267,7 +210,7 @@ fn a_background_process_left_behind_is_named_and_keeps_the_lock() {
 fn the_heartbeat_is_kept_while_the_command_runs() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
-    let run = Background::start(&["--heartbeat", "0.05"], &lock, "echo ready; sleep 30");
+    let run = start(&["--heartbeat", "0.05"], &lock, "echo ready; sleep 30");
     let mtime = || std::fs::metadata(&lock).unwrap().modified().unwrap();
     let first = mtime();
     wait_until("a heartbeat", || mtime() > first);
@@ -280,7 +223,7 @@ fn the_heartbeat_is_kept_while_the_command_runs() {
 fn inspect_json_has_the_documented_shape() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
-    let run = Background::start(&["--job", "shape"], &lock, "echo ready; sleep 30");
+    let run = start(&["--job", "shape"], &lock, "echo ready; sleep 30");
     let (status, report) = inspect_json(&lock, &[]);
     assert_eq!(status, 0);
     let r = &report.as_array().unwrap()[0];
@@ -328,7 +271,7 @@ fn inspect_json_has_the_documented_shape() {
 #[test]
 fn inspect_prints_an_aligned_table_for_a_directory() {
     let dir = Dir::new();
-    let _run = Background::start(
+    let _run = start(
         &["--job", "tabled"],
         &dir.path("a.lock"),
         "echo ready; sleep 30",
@@ -352,7 +295,7 @@ fn inspect_prints_an_aligned_table_for_a_directory() {
 fn reap_never_touches_a_held_lock_and_reports_every_file() {
     let dir = Dir::new();
     let held = dir.path("held.lock");
-    let _run = Background::start(&[], &held, "echo ready; sleep 30");
+    let _run = start(&[], &held, "echo ready; sleep 30");
     std::fs::write(dir.path("junk.lock"), "not a record").unwrap();
 
     let out = run_output(&["reap", "--json", s(dir.tmp.path())]);

@@ -2,25 +2,16 @@
 //! server that each test starts on loopback ports (Debian: `etcd-server`).
 //! Without an `etcd` binary these tests fail and say what to install.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn lockfile() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_lockfile"))
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{Background, code, lockfile, signal, stderr};
 
 /// A single-member etcd of this test's own, killed when dropped.
 struct Etcd {
@@ -104,15 +95,6 @@ impl Drop for Etcd {
     }
 }
 
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{sig} {pid}");
-}
-
 fn alive(pid: u32) -> bool {
     // A zombie has exited; only its parent has not reaped it yet.
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -125,43 +107,13 @@ fn alive(pid: u32) -> bool {
     })
 }
 
-/// A `lockfile run --etcd` in the background; its command prints a line
-/// first, which `start` returns.
-struct Wrapper {
-    child: Child,
-}
-
-impl Wrapper {
-    fn start(etcd: &Etcd, extra: &[&str], name: &str, script: &str) -> (Wrapper, String) {
-        let mut child = lockfile()
-            .args(["run", "--etcd", &etcd.endpoint])
-            .args(extra)
-            .args([name, "sh", "-c", script])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(!line.is_empty(), "the command did not start");
-        (Wrapper { child }, line.trim().to_owned())
-    }
-
-    fn wait(mut self) -> (i32, String) {
-        let status = self.child.wait().unwrap();
-        let mut err = String::new();
-        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err).unwrap();
-        (status.code().unwrap_or(-1), err)
-    }
-}
-
-impl Drop for Wrapper {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts `lockfile run --etcd ENDPOINT EXTRA NAME sh -c SCRIPT`; returns the
+/// first line SCRIPT prints.
+fn start(etcd: &Etcd, extra: &[&str], name: &str, script: &str) -> (Background, String) {
+    let mut args = vec!["--etcd", &etcd.endpoint];
+    args.extend(extra);
+    args.extend([name, "sh", "-c", script]);
+    Background::spawn(&args)
 }
 
 #[test]
@@ -190,7 +142,7 @@ fn the_command_runs_with_a_fencing_token_and_its_status_passes_through() {
 #[test]
 fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
     let etcd = Etcd::start();
-    let (holder, _) = Wrapper::start(
+    let (holder, _) = start(
         &etcd,
         &["--job", "report"],
         "nightly",
@@ -203,7 +155,7 @@ fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
         .unwrap();
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(err.contains(&format!("pid {}", holder.child.id())), "{err}");
+    assert!(err.contains(&format!("pid {}", holder.pid())), "{err}");
     assert!(err.contains("report"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 
@@ -230,11 +182,10 @@ fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
 #[test]
 fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
     let etcd = Etcd::start();
-    let (wrapper, command_pid) =
-        Wrapper::start(&etcd, &["--ttl", "2"], "orphan", "echo $$; exec sleep 60");
+    let (wrapper, command_pid) = start(&etcd, &["--ttl", "2"], "orphan", "echo $$; exec sleep 60");
     let command_pid: u32 = command_pid.parse().unwrap();
     assert!(alive(command_pid));
-    signal(wrapper.child.id(), "KILL");
+    wrapper.signal("KILL");
     drop(wrapper);
 
     // The kernel kills the command as its parent dies; nobody renews the
@@ -257,7 +208,7 @@ fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
 #[test]
 fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
     let etcd = Etcd::start();
-    let (wrapper, ready) = Wrapper::start(
+    let (wrapper, ready) = start(
         &etcd,
         &["--ttl", "2"],
         "paused",
@@ -292,7 +243,7 @@ fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_by_the_deadline() {
     let etcd = Etcd::start();
-    let (wrapper, pid) = Wrapper::start(
+    let (wrapper, pid) = start(
         &etcd,
         &["--ttl", "2", "--grace", "0.5"],
         "stubborn",

@@ -461,19 +461,7 @@ impl InspectOptions {
         let mut reports = Vec::new();
         for name in lock_file_names(dir)? {
             let path = dir.join(&name);
-            let opened = sys::open_noatime(Path::new(&name), |name, extra| {
-                rustix::fs::openat(
-                    &dir_fd,
-                    name,
-                    rustix::fs::OFlags::RDONLY
-                        | inspect_flags()
-                        | rustix::fs::OFlags::from_bits_retain(extra as _),
-                    rustix::fs::Mode::empty(),
-                )
-                .map(File::from)
-                .map_err(io::Error::from)
-            });
-            let report = match opened {
+            let report = match open_for_inspect_at(&dir_fd, Path::new(&name)) {
                 Ok(file) => scan.report(&path, Some(file)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(&path, None),
                 Err(e) => Err(open_error(&path, e)),
@@ -559,12 +547,18 @@ fn inspect_flags() -> rustix::fs::OFlags {
 }
 
 pub(crate) fn open_for_inspect(path: &Path) -> io::Result<File> {
+    open_for_inspect_at(rustix::fs::CWD, path)
+}
+
+/// Opens `path` (relative to `dir`) read-only, for a look that changes
+/// nothing: no symlink followed, no FIFO waited on, no access time updated.
+fn open_for_inspect_at(dir: impl rustix::fd::AsFd, path: &Path) -> io::Result<File> {
+    use rustix::fs::OFlags;
     sys::open_noatime(path, |path, extra| {
-        rustix::fs::open(
+        rustix::fs::openat(
+            &dir,
             path,
-            rustix::fs::OFlags::RDONLY
-                | inspect_flags()
-                | rustix::fs::OFlags::from_bits_retain(extra as _),
+            OFlags::RDONLY | inspect_flags() | OFlags::from_bits_retain(extra as _),
             rustix::fs::Mode::empty(),
         )
         .map(File::from)

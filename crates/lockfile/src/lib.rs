@@ -88,7 +88,12 @@
 //!
 //! Linux is the tested platform. There, `inspect` learns who holds a lock from
 //! `/proc/locks` (and `/proc/PID/fdinfo` when the process that took it has
-//! gone), without touching the lock. A bounded wait blocks in `flock(2)` and
+//! gone), without touching the lock. The kernel hands `/proc/locks` out a
+//! page per `read(2)`, and a table read in pieces can skip an entry when
+//! other locks come and go meanwhile; so a table that took more than one read
+//! is read twice and merged, and before a file whose record names a live
+//! local owner is called `stale`, that owner's own descriptors
+//! (`/proc/PID/fdinfo`) are asked whether it holds the lock after all. A bounded wait blocks in `flock(2)` and
 //! is woken at its deadline by a per-thread POSIX timer that sends the
 //! real-time signal `SIGRTMAX-3`; the crate installs a no-op handler for it
 //! on first use unless the application already handles that signal, in which

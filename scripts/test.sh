@@ -26,6 +26,6 @@ cargo test --workspace --all-features
 # Benchmarks never run as timed tests. CI builds them, and runs the
 # comparison once in its quick size (well under a minute), so that neither
 # rots. It needs the release `lockfile` binary for its whole-process rows.
-cargo bench --workspace --no-run
+cargo bench -p lockfile-bench --no-run
 cargo build --release -p lockfile-cli
 cargo run --release -p lockfile-bench --bin compare -- --quick

@@ -5,15 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # crates/lockfile-etcd generates its etcd client with protoc and tests against
-# a real etcd server.
+# a real etcd server; the lock tests run util-linux's flock(1), unshare and
+# setpriv (the fault-injection tests also need root, and say so).
 missing=()
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v etcd >/dev/null || missing+=(etcd-server)
+command -v flock >/dev/null && command -v setpriv >/dev/null || missing+=(util-linux)
 if ((${#missing[@]})); then
     sudo=()
     if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
     "${sudo[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
 cargo fmt --all -- --check

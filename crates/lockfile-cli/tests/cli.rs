@@ -296,7 +296,7 @@ fn reap_never_touches_a_held_lock_and_reports_every_file() {
     let dir = Dir::new();
     let held = dir.path("held.lock");
     let _run = start(&[], &held, "echo ready; sleep 30");
-    std::fs::write(dir.path("junk.lock"), "not a record").unwrap();
+    std::fs::write(dir.path("junk.lock"), "{\"format\":1,\"released\":tr").unwrap();
 
     let out = run_output(&["reap", "--json", s(dir.tmp.path())]);
     assert_eq!(code(&out), 0);

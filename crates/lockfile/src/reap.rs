@@ -8,9 +8,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::error::Operation;
 use crate::inspect::{InspectOptions, LockReport, LockState, open_for_inspect};
 use crate::record::{LockDocument, MAX_RECORD_BYTES};
-use crate::{Error, OwnerRecord, Result, sys};
+use crate::{DecodeError, Error, OwnerRecord, Result, sys};
 
 /// Options for [`reap`]. A dry run unless [`remove`](ReapOptions::remove) is set.
 ///
@@ -214,6 +215,12 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, String) {
         }
         LockState::Stale | LockState::Debris => {}
     }
+    if report.content_error == Some(DecodeError::Foreign) {
+        return kept(
+            "not a lockfile record (it does not start like one): another tool's file, left alone"
+                .to_owned(),
+        );
+    }
     if let Some(owner) = owner
         && !owner.is_local()
         && !opts.include_foreign
@@ -263,9 +270,10 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, String) {
 }
 
 /// Takes the file's lock, re-checks under it that the path still names the
-/// inspected file and that its content is still the litter we saw, then
-/// unlinks. Two reapers, or a reaper and a new holder, cannot both act on one
-/// file: whoever does not get the lock leaves it alone.
+/// inspected file, that its content is still the litter we saw, and that no
+/// other tool holds a POSIX lock on it; then unlinks. Two reapers, or a reaper
+/// and a new holder, cannot both act on one file: whoever does not get the
+/// lock leaves it alone.
 fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
     let path = &report.path;
     let kept = |why: &str| Err(format!("not removed: {why}"));
@@ -274,7 +282,7 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
         Err(e) => {
             return Err(format!(
                 "not removed: {}",
-                Error::from_io(crate::error::Operation::Remove, path, e)
+                Error::from_io(Operation::Remove, path, e)
             ));
         }
     };
@@ -282,7 +290,7 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => return kept("someone took the lock meanwhile"),
         Err(TryLockError::Error(e)) => {
-            return Err(Error::from_io(crate::error::Operation::Lock, path, e).to_string());
+            return Err(Error::from_io(Operation::Lock, path, e).to_string());
         }
     }
     let (Ok(ours), Ok(now_at_path)) = (file.metadata(), std::fs::symlink_metadata(path)) else {
@@ -294,13 +302,26 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
     {
         return kept("the path names another file now");
     }
-    let mut buf = vec![0; (ours.size() as usize).min(MAX_RECORD_BYTES + 1)];
+    if ours.len() != report.size || ours.modified().ok() != report.modified {
+        return kept("it changed meanwhile");
+    }
+    // flock and POSIX locks do not conflict on Linux: a file that another
+    // tool locks with fcntl or lockf is in use, whatever it holds.
+    let lockers = sys::KernelLocks::snapshot()
+        .map(|locks| locks.other_lockers(&file, ours.dev(), ours.ino()))
+        .map_err(|e| format!("not removed: cannot read the kernel lock table: {e}"))?;
+    if !lockers.is_empty() {
+        return kept(&format!(
+            "another tool holds a POSIX lock on it (pid {lockers:?})"
+        ));
+    }
+    let mut buf = vec![0; (ours.len() as usize).min(MAX_RECORD_BYTES + 1)];
     let n = sys::read_prefix(&file, &mut buf).map_err(|e| e.to_string())?;
     let still_litter = match (report.state, LockDocument::decode(&buf[..n])) {
         (LockState::Stale, Ok(doc)) => {
             !doc.released && Some(&doc.owner.token) == report.owner.as_ref().map(|o| &o.token)
         }
-        (LockState::Debris, Err(_)) => true,
+        (LockState::Debris, Err(e)) => e != DecodeError::Foreign && e != DecodeError::Empty,
         _ => false,
     };
     if !still_litter {
@@ -309,7 +330,7 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
     std::fs::remove_file(path).map_err(|e| {
         format!(
             "not removed: {}",
-            Error::from_io(crate::error::Operation::Remove, path, e)
+            Error::from_io(Operation::Remove, path, e)
         )
     })?;
     // Closing `file` releases the lock on the now nameless inode; anyone who

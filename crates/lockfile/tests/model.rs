@@ -152,8 +152,10 @@ fn step(dir: &Path, locks: &mut [Lock], op: &Op) {
         Op::Corrupt { lock, ref junk } => {
             let l = &mut locks[lock];
             if l.holder.is_none() {
-                // A NUL byte first: never whitespace, never JSON.
-                let mut content = vec![0u8];
+                // A torn record of ours: it starts like one, and the NUL
+                // byte after the start keeps it from ever being JSON. (reap
+                // leaves content that does not start like a record alone.)
+                let mut content = b"{\"format\":1,\"released\":\0".to_vec();
                 content.extend_from_slice(junk);
                 std::fs::write(&l.path, content).unwrap();
                 l.expected = Expected::Debris;

@@ -10,15 +10,16 @@ use rustix::fs::FlockOperation;
 
 /// Reads a small `/proc` file (a few hundred bytes) in as few `read` calls as
 /// it takes, where `read_to_string` would start with a 32-byte probe and
-/// grow: a process's first lock reads several such files.
-fn read_proc(path: &str) -> Option<String> {
+/// grow: a process's first lock reads several such files. Bytes, because a
+/// command name need not be UTF-8.
+fn read_proc(path: &str) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut file = File::open(path).ok()?;
     let mut buf = [0u8; 4096];
     let mut text = Vec::new();
     loop {
         match file.read(&mut buf) {
-            Ok(0) => return String::from_utf8(text).ok(),
+            Ok(0) => return Some(text),
             Ok(n) => text.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return None,
@@ -28,7 +29,7 @@ fn read_proc(path: &str) -> Option<String> {
 
 pub(super) fn boot_id() -> Option<String> {
     let id = read_proc("/proc/sys/kernel/random/boot_id")?;
-    Some(id.trim().to_owned()).filter(|id| !id.is_empty())
+    Some(String::from_utf8_lossy(&id).trim().to_owned()).filter(|id| !id.is_empty())
 }
 
 /// The inode of a process's PID namespace: ours when `pid` is `None`.
@@ -63,10 +64,13 @@ pub(super) fn own_start_time() -> Option<u64> {
 
 fn stat_from(path: &str) -> Option<ProcStat> {
     let stat = read_proc(path)?;
-    // The command name (field 2) may hold spaces and parentheses; fields
-    // after it start behind the last ')', with the state (field 3).
+    // The command name (field 2) may hold spaces, parentheses and bytes that
+    // are not UTF-8; the fields after it start behind the last ')', with the
+    // state (field 3), and are ASCII.
     const PF_EXITING: u64 = 0x4;
-    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let after_comm = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
+    let after_comm = std::str::from_utf8(after_comm).ok()?;
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
     let state = fields.first()?;
     let flags: u64 = fields.get(6)?.parse().ok()?;
     Some(ProcStat {
@@ -79,6 +83,7 @@ fn stat_from(path: &str) -> Option<ProcStat> {
 /// `NSpid:` line of `/proc/PID/status`.
 pub(crate) fn innermost_pid(pid: u32) -> Option<u32> {
     let status = read_proc(&format!("/proc/{pid}/status"))?;
+    let status = String::from_utf8_lossy(&status);
     let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
     line.split_whitespace().last()?.parse().ok()
 }
@@ -86,7 +91,7 @@ pub(crate) fn innermost_pid(pid: u32) -> Option<u32> {
 /// The short command name of a process (`/proc/PID/comm`).
 pub(crate) fn command_name(pid: u32) -> Option<String> {
     let comm = read_proc(&format!("/proc/{pid}/comm"))?;
-    Some(comm.trim_end().to_owned())
+    Some(String::from_utf8_lossy(&comm).trim_end().to_owned())
 }
 
 pub(super) fn noatime_flag() -> i32 {
@@ -130,49 +135,60 @@ pub(super) fn filesystem_type(file: &File) -> Option<u64> {
     rustix::fs::fstatfs(file).ok().map(|s| s.f_type as u64)
 }
 
-/// One `flock` lock as `/proc/locks` (and the `lock:` lines of
-/// `/proc/PID/fdinfo/FD`) print it.
+/// One lock as `/proc/locks` (and the `lock:` lines of `/proc/PID/fdinfo/FD`)
+/// print it.
 #[derive(Debug, PartialEq, Eq)]
-struct FlockLine {
+struct LockLine {
+    /// A `flock` lock; otherwise a POSIX (`fcntl`, `lockf`) or OFD lock,
+    /// which does not conflict with `flock` on Linux but marks a file that
+    /// another tool uses.
+    flock: bool,
     /// The PID that took the lock, translated into our namespace; zero or
     /// negative when that process is not visible from here.
     pid: i64,
+    /// The device of the filesystem (the superblock's, which on btrfs is not
+    /// the one `stat` reports).
     dev: u64,
     ino: u64,
 }
 
 /// Parses `2: FLOCK  ADVISORY  WRITE 1831 fe:00:10010694 0 EOF`. Waiters
-/// (`2: -> FLOCK ...`) and POSIX/OFD locks, which do not conflict with
-/// `flock` on Linux, are skipped.
-fn parse_flock_line(line: &str) -> Option<FlockLine> {
+/// (`2: -> FLOCK ...`) hold nothing and are skipped.
+fn parse_lock_line(line: &str) -> Option<LockLine> {
     let mut fields = line.split_whitespace();
     fields.next()?; // "N:"
-    if fields.next()? != "FLOCK" {
+    let kind = fields.next()?;
+    if kind == "->" {
         return None;
     }
-    fields.next()?; // ADVISORY
+    fields.next()?; // ADVISORY or MANDATORY
     fields.next()?; // READ or WRITE: either blocks an exclusive lock
     let pid = fields.next()?.parse().ok()?;
     let mut dev_ino = fields.next()?.split(':');
     let major = u32::from_str_radix(dev_ino.next()?, 16).ok()?;
     let minor = u32::from_str_radix(dev_ino.next()?, 16).ok()?;
     let ino = dev_ino.next()?.parse().ok()?;
-    Some(FlockLine {
+    Some(LockLine {
+        flock: kind == "FLOCK",
         pid,
         dev: rustix::fs::makedev(major, minor),
         ino,
     })
 }
 
-/// A snapshot of the kernel's `flock` table, read from `/proc/locks` once and
+/// A snapshot of the kernel's lock table, read from `/proc/locks` once and
 /// shared by every file of a directory scan. Reading it takes no lock, so it
 /// never makes a concurrent `try_acquire` fail.
 #[derive(Debug, Default)]
 pub(crate) struct KernelLocks {
+    /// `flock` holders by (superblock device, inode).
     held: HashMap<(u64, u64), Vec<i64>>,
+    /// Holders of POSIX and OFD locks, by (superblock device, inode).
+    others: HashMap<(u64, u64), Vec<i64>>,
+    /// The superblock device of each mount seen, from `/proc/self/mountinfo`.
+    mounts: std::sync::OnceLock<HashMap<u64, u64>>,
 }
 
-/// Whether the kernel lock on a file is held, and by whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum KernelHold {
     Free,
@@ -200,21 +216,76 @@ impl KernelLocks {
     fn add(&mut self, table: &[u8]) {
         for lock in String::from_utf8_lossy(table)
             .lines()
-            .filter_map(parse_flock_line)
+            .filter_map(parse_lock_line)
         {
-            let pids = self.held.entry((lock.dev, lock.ino)).or_default();
+            let map = if lock.flock {
+                &mut self.held
+            } else {
+                &mut self.others
+            };
+            let pids = map.entry((lock.dev, lock.ino)).or_default();
             if !pids.contains(&lock.pid) {
                 pids.push(lock.pid);
             }
         }
     }
 
-    pub(crate) fn hold(&self, _file: &File, dev: u64, ino: u64) -> KernelHold {
-        match self.held.get(&(dev, ino)) {
+    /// Who holds the `flock` lock on `file` (whose `stat` says dev, ino).
+    pub(crate) fn hold(&self, file: &File, dev: u64, ino: u64) -> KernelHold {
+        match self.held.get(&(self.table_device(file, dev), ino)) {
             Some(pids) => KernelHold::Held(pids.clone()),
             None => KernelHold::Free,
         }
     }
+
+    /// Who holds POSIX or OFD locks on `file`: another tool's locks.
+    pub(crate) fn other_lockers(&self, file: &File, dev: u64, ino: u64) -> Vec<i64> {
+        self.others
+            .get(&(self.table_device(file, dev), ino))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The device number the lock table prints for `file`: its filesystem's
+    /// superblock device, from the mount it lives on. `stat` reports another
+    /// number on some filesystems (btrfs gives every subvolume its own), and
+    /// a lock compared against that one would never be found.
+    fn table_device(&self, file: &File, stat_dev: u64) -> u64 {
+        let mount = rustix::fs::statx(
+            file,
+            "",
+            rustix::fs::AtFlags::EMPTY_PATH,
+            rustix::fs::StatxFlags::MNT_ID,
+        )
+        .ok()
+        .filter(|st| st.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() != 0)
+        .map(|st| st.stx_mnt_id);
+        let mounts = self.mounts.get_or_init(read_mounts);
+        mount
+            .and_then(|id| mounts.get(&id).copied())
+            .unwrap_or(stat_dev)
+    }
+}
+
+/// Mount id to superblock device, from `/proc/self/mountinfo`:
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw`.
+fn read_mounts() -> HashMap<u64, u64> {
+    let Some(text) = read_proc("/proc/self/mountinfo") else {
+        return HashMap::new();
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let id = fields.next()?.parse().ok()?;
+            fields.next()?;
+            let (major, minor) = fields.next()?.split_once(':')?;
+            Some((
+                id,
+                rustix::fs::makedev(major.parse().ok()?, minor.parse().ok()?),
+            ))
+        })
+        .collect()
 }
 
 /// Reads `/proc/locks` whole; the flag says whether one `read(2)` got it all.
@@ -278,10 +349,13 @@ pub(crate) fn process_holds(pid: u32, dev: u64, ino: u64) -> bool {
                 fd.file_name().to_string_lossy()
             ))
             .is_some_and(|info| {
-                info.lines()
+                // The fd is our file (stat matched), so its lock lines are
+                // about it; their device is the superblock's, not stat's.
+                String::from_utf8_lossy(&info)
+                    .lines()
                     .filter_map(|l| l.strip_prefix("lock:"))
-                    .filter_map(parse_flock_line)
-                    .any(|l| l.dev == dev && l.ino == ino)
+                    .filter_map(parse_lock_line)
+                    .any(|l| l.flock && l.ino == ino)
             })
     })
 }
@@ -415,27 +489,32 @@ mod tests {
     #[test]
     fn parses_proc_locks_lines() {
         assert_eq!(
-            parse_flock_line("2: FLOCK  ADVISORY  WRITE 1831 fe:00:10010694 0 EOF"),
-            Some(FlockLine {
+            parse_lock_line("2: FLOCK  ADVISORY  WRITE 1831 fe:00:10010694 0 EOF"),
+            Some(LockLine {
+                flock: true,
                 pid: 1831,
                 dev: rustix::fs::makedev(0xfe, 0),
                 ino: 10010694
             })
         );
         assert_eq!(
-            parse_flock_line("1: FLOCK  ADVISORY  READ -1 00:2d:77 0 EOF").map(|l| l.pid),
+            parse_lock_line("1: FLOCK  ADVISORY  READ -1 00:2d:77 0 EOF").map(|l| l.pid),
             Some(-1)
         );
         assert_eq!(
-            parse_flock_line("2: -> FLOCK  ADVISORY  WRITE 1861 fe:00:10010694 0 EOF"),
+            parse_lock_line("2: -> FLOCK  ADVISORY  WRITE 1861 fe:00:10010694 0 EOF"),
             None
         );
         assert_eq!(
-            parse_flock_line("1: POSIX  ADVISORY  WRITE 1836 fe:00:382078 0 EOF"),
-            None
+            parse_lock_line("1: POSIX  ADVISORY  WRITE 1836 fe:00:382078 0 EOF").map(|l| l.flock),
+            Some(false)
         );
-        assert_eq!(parse_flock_line("garbage"), None);
-        assert_eq!(parse_flock_line(""), None);
+        assert_eq!(
+            parse_lock_line("3: OFDLCK ADVISORY  READ  -1 00:05:1234 0 EOF").map(|l| l.flock),
+            Some(false)
+        );
+        assert_eq!(parse_lock_line("garbage"), None);
+        assert_eq!(parse_lock_line(""), None);
     }
 
     #[test]

@@ -80,6 +80,11 @@ impl KernelLocks {
         Ok(KernelLocks)
     }
 
+    /// POSIX locks of other tools cannot be seen without `/proc/locks`.
+    pub(crate) fn other_lockers(&self, _file: &File, _dev: u64, _ino: u64) -> Vec<i64> {
+        Vec::new()
+    }
+
     pub(crate) fn hold(&self, file: &File, _dev: u64, _ino: u64) -> KernelHold {
         match file.try_lock_shared() {
             Ok(()) => {

@@ -60,6 +60,79 @@ impl Drop for Tmpfs {
     }
 }
 
+/// A btrfs filesystem in a loop-mounted image file, unmounted on drop. On
+/// btrfs, `stat` reports a per-subvolume device number that differs from the
+/// one the kernel's lock tables print.
+struct Btrfs {
+    dir: tempfile::TempDir,
+    _image: tempfile::NamedTempFile,
+}
+
+impl Btrfs {
+    fn mount() -> Btrfs {
+        require_root("mounting a btrfs image");
+        let image = tempfile::NamedTempFile::new().unwrap();
+        image.as_file().set_len(128 << 20).unwrap(); // sparse
+        let mkfs = Command::new("mkfs.btrfs")
+            .arg("-q")
+            .arg(image.path())
+            .status()
+            .expect("this test needs mkfs.btrfs (Debian: btrfs-progs)");
+        assert!(mkfs.success(), "mkfs.btrfs failed");
+        let dir = tempdir();
+        let status = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(image.path())
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "cannot loop-mount a btrfs image");
+        Btrfs { dir, _image: image }
+    }
+}
+
+impl Drop for Btrfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+#[test]
+fn on_btrfs_inspect_finds_the_holder_and_an_inheritor() {
+    let fs = Btrfs::mount();
+    let path = fs.dir.path().join("job.lock");
+    let (holder, _) = ChildHolder::hold(&path, "on-btrfs");
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held, "{:?}", report.findings);
+    assert_eq!(report.holders[0].pid, holder.pid());
+    let reaped = lockfile::reap(fs.dir.path(), ReapOptions::new().remove(true)).unwrap();
+    assert_eq!(reaped.entries[0].action, ReapAction::Kept);
+    holder.kill();
+
+    // A background process that inherited the lock is found through its
+    // descriptors once the process that took the lock is gone.
+    let pid_file = fs.dir.path().join("bg.pid");
+    let status = Command::new("flock")
+        .arg(&path)
+        .args(["-c", "sleep 60 >/dev/null 2>&1 & echo $! > \"$PID_FILE\""])
+        .env("PID_FILE", &pid_file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bg: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(
+        report.holders.iter().map(|h| h.pid).collect::<Vec<_>>(),
+        [bg]
+    );
+    let _ = Command::new("kill").arg(bg.to_string()).status();
+}
+
 fn assert_not_held(path: &Path) {
     let probe = std::fs::File::open(path).unwrap();
     probe

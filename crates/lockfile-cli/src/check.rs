@@ -13,7 +13,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
     {
         Ok(report) => report,
         Err(e) => {
-            println!("UNKNOWN: {e}");
+            outln!("UNKNOWN: {e}");
             return exit::UNKNOWN;
         }
     };
@@ -22,7 +22,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
         .iter()
         .find(|f| matches!(f.kind(), "never_succeeded" | "silent"));
     if let Some(finding) = silence {
-        println!("CRITICAL: `{}`: {finding}", args.lockfile.display());
+        outln!("CRITICAL: `{}`: {finding}", args.lockfile.display());
         return exit::CRITICAL;
     }
     // Without a silence finding there is a recent enough success.
@@ -30,7 +30,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
         .last_success
         .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
         .unwrap_or_default();
-    println!(
+    outln!(
         "OK: `{}`: last success {} ago",
         args.lockfile.display(),
         humantime::format_duration(std::time::Duration::from_secs(ago.as_secs()))

@@ -31,7 +31,7 @@ fn inspect_leases(args: &InspectArgs, endpoints: &str) -> i32 {
 
 #[cfg(not(feature = "etcd"))]
 fn inspect_leases(_: &InspectArgs, _: &str) -> i32 {
-    eprintln!(
+    errln!(
         "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
     );
     exit::USAGE
@@ -86,7 +86,7 @@ fn print_json(outcomes: &[Outcome]) {
             }),
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&values).expect("JSON values serialise")
     );
@@ -170,9 +170,9 @@ pub(crate) fn print_aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<S
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        println!("{}", line.join("  ").trim_end());
+        outln!("{}", line.join("  ").trim_end());
         for note in notes.get(i).into_iter().flatten() {
-            println!("{note}");
+            outln!("{note}");
         }
     }
 }

@@ -57,18 +57,25 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let guard = match acquired {
         Ok(guard) => guard,
         Err(e) if e.is_contended() => {
-            eprintln!("lockfile: {e}; not running");
+            errln!("lockfile: {e}; not running");
             return i32::from(args.conflict_exit_code);
         }
+        Err(
+            e @ (lockfile_etcd::Error::InvalidName { .. }
+            | lockfile_etcd::Error::InvalidOptions { .. }),
+        ) => {
+            errln!("lockfile: {e}");
+            return exit::USAGE;
+        }
         Err(e) => {
-            eprintln!("lockfile: {e}");
+            errln!("lockfile: {e}");
             return exit::UNAVAILABLE;
         }
     };
     match run_leased(guard, &program, &program_args, &args) {
         Ok(code) => code,
         Err((code, message)) => {
-            eprintln!("lockfile: {message}");
+            errln!("lockfile: {message}");
             code
         }
     }
@@ -85,6 +92,10 @@ fn run_leased(
     signals
         .also_block(WAKE)
         .map_err(|e| os_error("cannot block signals", e))?;
+    // Whatever COMMAND starts stays our descendant, even a daemon that
+    // detaches: its orphans are reparented to us, and can be stopped.
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
+        .map_err(|e| os_error("cannot become a subreaper", e.into()))?;
     let lease = guard.signal();
     // SAFETY: pthread_self has no preconditions.
     let main_thread = unsafe { libc::pthread_self() };
@@ -108,40 +119,56 @@ fn run_leased(
     ];
     let child = spawn(&signals, program, program_args, &env, true)?;
 
+    // The stop policy, applied to COMMAND and everything it started.
     let mut stopped = None;
-    let status = signals::supervise(&signals, child, Instant::now(), || {
+    let mut on_wake = || {
         let step = lease.step(policy);
         let (signal, name, next) = match step {
             Step::Continue { terminate_at } => return terminate_at,
             Step::Terminate { kill_at } => (Signal::TERM, "SIGTERM", kill_at),
-            // Kill, and whatever a later version adds: stop the work now.
+            // Kill, and whatever a later version adds: stop the work now,
+            // and again soon, for whatever was forked meanwhile.
             _ => (
                 Signal::KILL,
                 "SIGKILL",
-                Instant::now() + Duration::from_secs(3600),
+                signals::after(Duration::from_millis(10)),
             ),
         };
         if stopped != Some(signal) {
-            eprintln!(
-                "lockfile: the lease on `{}` {}: sending {name} to the command",
+            errln!(
+                "lockfile: the lease on `{}` {}: sending {name} to the command and everything it started",
                 guard.name(),
                 lease.lost_reason().map_or_else(
                     || "is about to lapse".to_owned(),
                     |r| format!("is lost ({r})")
                 ),
             );
-            let _ = rustix::process::kill_process(child, signal);
             stopped = Some(signal);
+            signals::signal_tree(signal);
+        } else if signal == Signal::KILL {
+            signals::signal_tree(signal);
         }
         next
-    })
-    .map_err(|e| os_error("cannot wait for the command", e))?;
-    drop(signals);
+    };
+    let status = signals::supervise(&signals, child, Instant::now(), &mut on_wake)
+        .map_err(|e| os_error("cannot wait for the command", e))?;
+    if signals::has_children() {
+        // Background processes COMMAND left behind still work under the
+        // lease: keep renewing it, and keep the stop policy, until they are
+        // gone. Releasing now would let another host start beside them.
+        let left = signals::descendants();
+        errln!(
+            "lockfile: the command left {} background process(es) behind; the lease on `{}` is kept until they exit",
+            left.len(),
+            guard.name()
+        );
+        signals::supervise_leftovers(&signals, Instant::now(), &mut on_wake);
+    }
 
     let code = signals::exit_code(status);
     let released = guard.release();
     if let Err(e) = &released {
-        eprintln!("lockfile: {e}");
+        errln!("lockfile: {e}");
     }
     // A run whose lease lapsed (or was about to) did not run fully protected,
     // whatever COMMAND's own status: say so with a status of its own.
@@ -171,7 +198,7 @@ pub(crate) fn inspect(args: &InspectArgs, endpoints: &str) -> i32 {
                 Err(e) => serde_json::json!({"name": name, "state": null, "error": e.to_string()}),
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&values).expect("JSON values serialise")
         );

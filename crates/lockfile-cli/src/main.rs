@@ -1,6 +1,24 @@
 //! `lockfile`: run a job under a kernel-held lock, inspect, reap, and alarm on
 //! silence. A thin face over the `lockfile` library; see `lockfile --help`.
 
+/// `eprintln!`, except that a closed stderr is no reason to panic: a panic
+/// would unwind through a held lock's guard.
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `println!`, except that a closed stdout (`lockfile inspect | head -1`) is
+/// no reason to panic: the exit status still tells the result.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod args;
 mod check;
 mod exit;

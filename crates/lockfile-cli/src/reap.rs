@@ -17,19 +17,19 @@ pub(crate) fn reap(args: ReapArgs) -> i32 {
         match lockfile::reap(dir, &opts) {
             Ok(report) => entries.extend(report.entries),
             Err(e) => {
-                eprintln!("lockfile: {e}");
+                errln!("lockfile: {e}");
                 failed = true;
             }
         }
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&entries).expect("entries serialise")
         );
     } else {
         for e in &entries {
-            println!(
+            outln!(
                 "{:<12}  {}  {}",
                 e.action.to_string(),
                 e.path.display(),
@@ -41,7 +41,7 @@ pub(crate) fn reap(args: ReapArgs) -> i32 {
                 .iter()
                 .any(|e| e.action == lockfile::ReapAction::WouldRemove)
         {
-            println!("(dry run: pass --fix to remove)");
+            outln!("(dry run: pass --fix to remove)");
         }
     }
     i32::from(failed)

@@ -10,7 +10,6 @@ use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use lockfile::{Error, LockGuard, LockOptions, LockReport};
 use rustix::process::Pid;
@@ -38,18 +37,18 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let guard = match acquired {
         Ok(guard) => guard,
         Err(e) if e.is_contended() => {
-            eprintln!("lockfile: {}", conflict_line(&args.lockfile, &e));
+            errln!("lockfile: {}", conflict_line(&args.lockfile, &e));
             return i32::from(args.conflict_exit_code);
         }
         Err(e) => {
-            eprintln!("lockfile: {e}");
+            errln!("lockfile: {e}");
             return exit::CANNOT_LOCK;
         }
     };
     match run_locked(guard, &program, &program_args, &args) {
         Ok(code) => code,
         Err((code, message)) => {
-            eprintln!("lockfile: {message}");
+            errln!("lockfile: {message}");
             code
         }
     }
@@ -62,7 +61,7 @@ fn run_lease(args: RunArgs) -> i32 {
 
 #[cfg(not(feature = "etcd"))]
 fn run_lease(_: RunArgs) -> i32 {
-    eprintln!(
+    errln!(
         "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
     );
     exit::USAGE
@@ -99,11 +98,12 @@ fn run_locked(
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| os_error("cannot become a subreaper", e.into()))?;
 
-    // A duplicate of the locked descriptor without close-on-exec shares the
-    // lock (one open file description): COMMAND and everything it starts hold
-    // the lock for as long as they live.
-    let inherited =
-        rustix::io::dup(&guard).map_err(|e| os_error("cannot pass the lock on", e.into()))?;
+    // COMMAND and everything it starts hold the lock for as long as they
+    // live. From here on the guard never unlocks: not on an error, not on a
+    // panic; it only closes our descriptor.
+    let inherited = guard
+        .share_with_children()
+        .map_err(|e| (exit::OS_ERROR, e.to_string()))?;
     let env = [
         ("LOCKFILE_PATH", guard.path().as_os_str().to_owned()),
         ("LOCKFILE_TOKEN", guard.record().token.to_string().into()),
@@ -114,20 +114,19 @@ fn run_locked(
     let child_pid = child?;
 
     let interval = args.heartbeat;
-    let status = signals::supervise(&signals, child_pid, Instant::now() + interval, || {
+    let status = signals::supervise(&signals, child_pid, signals::after(interval), || {
         if let Err(e) = guard.heartbeat() {
-            eprintln!("lockfile: {e}");
+            errln!("lockfile: {e}");
         }
-        Instant::now() + interval
+        signals::after(interval)
     })
     .map_err(|e| os_error("cannot wait for the command", e))?;
-    drop(signals);
 
     let code = signals::exit_code(status);
     if code == 0
         && let Err(e) = guard.record_success()
     {
-        eprintln!("lockfile: the command succeeded, but {e}");
+        errln!("lockfile: the command succeeded, but {e}");
     }
     let leftovers = if signals::has_children() {
         guard.inheritors().unwrap_or_default()
@@ -136,11 +135,11 @@ fn run_locked(
     };
     if leftovers.is_empty() {
         if let Err(e) = guard.release() {
-            eprintln!("lockfile: {e}");
+            errln!("lockfile: {e}");
         }
     } else {
         let names: Vec<String> = leftovers.iter().map(ToString::to_string).collect();
-        eprintln!(
+        errln!(
             "lockfile: `{}` stays locked: the command left {} background process(es) holding it: {}",
             guard.path().display(),
             names.len(),

@@ -10,9 +10,11 @@ use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 /// The signals forwarded to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// Blocks `FORWARDED` and SIGCHLD in this (single-threaded) process for as
-/// long as it lives. A spawned child inherits the mask unless the command is
-/// prepared with [`BlockedSignals::unblock_in_child`].
+/// Blocks `FORWARDED` and SIGCHLD in this (single-threaded) process for the
+/// rest of its life: the mask is never restored, so that a signal arriving
+/// while the lock is released after COMMAND ended cannot kill us halfway (it
+/// stays pending until we exit). A spawned child inherits the mask unless
+/// the command is prepared with [`BlockedSignals::unblock_in_child`].
 pub(crate) struct BlockedSignals {
     set: libc::sigset_t,
     old: libc::sigset_t,
@@ -86,15 +88,6 @@ impl BlockedSignals {
     }
 }
 
-impl Drop for BlockedSignals {
-    fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `block`.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
-        }
-    }
-}
-
 /// Waits for `child` to exit, forwarding SIGINT, SIGTERM and SIGHUP to it and
 /// reaping any orphans that were reparented to us (we are a subreaper).
 /// `on_wake` runs when its deadline passes (or a blocked signal that is
@@ -113,15 +106,87 @@ pub(crate) fn supervise(
                     return Ok(status);
                 }
             }
-            Some((sig, from_terminal)) if FORWARDED.contains(&sig) => {
-                if !from_terminal && let Some(sig) = Signal::from_named_raw(sig) {
-                    // The child may have exited a moment ago; ESRCH is fine.
-                    let _ = rustix::process::kill_process(child, sig);
-                }
+            Some((sig, from_kernel)) if FORWARDED.contains(&sig) => {
+                forward(sig, from_kernel, &[child]);
             }
             // The deadline passed, or the caller's wake-up signal came.
             _ => next_wake = on_wake(),
         }
+    }
+}
+
+/// After COMMAND exited: waits until every process it left behind (all
+/// reparented to us, the subreaper) has exited too, forwarding signals to
+/// them and running `on_wake` as `supervise` does.
+pub(crate) fn supervise_leftovers(
+    signals: &BlockedSignals,
+    mut next_wake: Instant,
+    mut on_wake: impl FnMut() -> Instant,
+) {
+    while has_children() {
+        match signals.wait_until(next_wake) {
+            Some((libc::SIGCHLD, _)) => {}
+            Some((sig, from_kernel)) if FORWARDED.contains(&sig) => {
+                forward(sig, from_kernel, &descendants());
+            }
+            _ => next_wake = on_wake(),
+        }
+    }
+}
+
+/// Forwards a signal we received, unless the terminal already delivered it to
+/// its targets, which share our process group: a Ctrl-C goes to the whole
+/// foreground group, and so does the SIGHUP that follows a session leader's
+/// exit. A hangup that reaches us as the session leader reached only us.
+fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
+    let session_leader = rustix::process::getsid(None).ok() == Some(rustix::process::getpid());
+    let from_terminal =
+        from_kernel && (sig == libc::SIGINT || (sig == libc::SIGHUP && !session_leader));
+    if from_terminal {
+        return;
+    }
+    if let Some(sig) = Signal::from_named_raw(sig) {
+        for &pid in targets {
+            // The target may have exited a moment ago; ESRCH is fine.
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    }
+}
+
+/// Every living descendant of this process, read from
+/// `/proc/PID/task/TID/children` down the tree.
+pub(crate) fn descendants() -> Vec<Pid> {
+    let mut found: Vec<Pid> = Vec::new();
+    let mut queue = vec![rustix::process::getpid()];
+    while let Some(parent) = queue.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", parent.as_raw_nonzero())) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            for pid in children
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .filter_map(Pid::from_raw)
+            {
+                if !found.contains(&pid) {
+                    found.push(pid);
+                    queue.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Sends `sig` to every current descendant. Reaping is left to the
+/// supervision loop, which is waiting for COMMAND's own status; a process
+/// forked meanwhile is found by the next call.
+pub(crate) fn signal_tree(sig: Signal) {
+    for pid in descendants() {
+        let _ = rustix::process::kill_process(pid, sig);
     }
 }
 
@@ -168,6 +233,13 @@ pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
             Ok(())
         });
     }
+}
+
+/// `d` from now, or a year from now when `d` is too large to add.
+pub(crate) fn after(d: std::time::Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(365 * 86_400))
 }
 
 /// The shell's convention: the exit code, or 128 + the signal number.

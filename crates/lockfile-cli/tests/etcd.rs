@@ -278,3 +278,58 @@ fn an_unreachable_etcd_is_a_clear_error() {
     assert_eq!(code(&out), 69, "{}", stderr(&out));
     assert!(stderr(&out).contains("nowhere"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_lapsing_lease_stops_everything_the_command_started() {
+    let etcd = Etcd::start();
+    // COMMAND starts a background process and waits for it.
+    let (wrapper, background) = start(&etcd, &["--ttl", "2"], "family", "sleep 60 & echo $!; wait");
+    let background: u32 = background.parse().unwrap();
+    assert!(alive(background));
+    etcd.signal("STOP");
+    let (status, err) = wrapper.wait();
+    etcd.signal("CONT");
+    assert_eq!(status, 79, "{err}");
+    assert!(
+        !alive(background),
+        "the background process outlived the lease: {err}"
+    );
+}
+
+#[test]
+fn background_processes_left_behind_keep_the_lease_until_they_exit() {
+    let etcd = Etcd::start();
+    let (wrapper, line) = start(
+        &etcd,
+        &["--ttl", "3"],
+        "leftover",
+        "sleep 2 >/dev/null 2>&1 & echo started",
+    );
+    assert_eq!(line, "started");
+    // COMMAND itself has exited; its background sleep still works under the
+    // lease, so nobody else may take it.
+    std::thread::sleep(Duration::from_millis(300));
+    let out = lockfile()
+        .args(["run", "-n", "--etcd", &etcd.endpoint, "leftover", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let (status, err) = wrapper.wait();
+    assert_eq!(status, 0, "{err}");
+    assert!(err.contains("background process"), "{err}");
+    let out = lockfile()
+        .args(["run", "-n", "--etcd", &etcd.endpoint, "leftover", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "released once they exited: {}", stderr(&out));
+}
+
+#[test]
+fn an_invalid_lease_name_is_a_usage_error() {
+    let etcd = Etcd::start();
+    let out = lockfile()
+        .args(["run", "--etcd", &etcd.endpoint, "../escape", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+}

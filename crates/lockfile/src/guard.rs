@@ -2,7 +2,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -25,6 +25,10 @@ pub struct LockGuard {
     path: PathBuf,
     doc: LockDocument,
     remove_on_release: bool,
+    /// Set once the descriptor was shared with children
+    /// ([`LockGuard::share_with_children`]): from then on this process only
+    /// ever closes its descriptor, never unlocks it.
+    shared: bool,
     /// Set once the guard has released (or disowned) the lock, so that
     /// dropping it afterwards does nothing.
     done: bool,
@@ -175,6 +179,33 @@ impl LockGuard {
             .collect())
     }
 
+    /// A duplicate of the locked descriptor without close-on-exec, for a
+    /// child to inherit: the child, and everything it starts, then holds the
+    /// lock as long as it lives, even if this process dies first. This is
+    /// how `lockfile run` hands the lock to its command, as flock(1) does.
+    ///
+    /// From then on this guard never unlocks, because an unlock would take
+    /// the lock from every process that shares it: [`release`](Self::release)
+    /// marks the record released and closes this process's descriptor (the
+    /// kernel releases the lock once the last child closes its own), and
+    /// dropping the guard without a release only closes it, leaving the record
+    /// unreleased (a `stale` file once the children are gone). Removal on
+    /// release is skipped: unlinking a file that children still hold locked
+    /// would let a newcomer lock a fresh file beside them.
+    ///
+    /// Close the returned descriptor once the child is spawned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] with [`Operation::Lock`] when the descriptor cannot be
+    /// duplicated (the process is out of descriptors).
+    pub fn share_with_children(&mut self) -> Result<OwnedFd> {
+        let fd = rustix::io::dup(&self.file)
+            .map_err(|e| Error::from_io(Operation::Lock, &self.path, e.into()))?;
+        self.shared = true;
+        Ok(fd)
+    }
+
     /// Closes this process's descriptor without unlocking and without marking
     /// the record released.
     ///
@@ -194,17 +225,21 @@ impl LockGuard {
             .file
             .write_all_at(RELEASED_TRUE, RELEASED_FLAG_OFFSET as u64)
             .map_err(|e| Error::from_io(Operation::Write, &self.path, e));
-        let removed = if self.remove_on_release {
+        let removed = if self.remove_on_release && !self.shared {
             self.remove_while_locked()
         } else {
             Ok(())
         };
-        // Unlock explicitly rather than only closing: a descriptor this process
-        // passed to a child shares the lock, and release means release.
-        let unlocked = self
-            .file
-            .unlock()
-            .map_err(|e| Error::from_io(Operation::Lock, &self.path, e));
+        // Unlock explicitly rather than only closing: a child that another
+        // thread forked meanwhile shares the descriptor until its exec, and
+        // release means release. Unless the lock was shared on purpose.
+        let unlocked = if self.shared {
+            Ok(())
+        } else {
+            self.file
+                .unlock()
+                .map_err(|e| Error::from_io(Operation::Lock, &self.path, e))
+        };
         tracing::info!(
             name: "lock_released",
             event = "lock_released",
@@ -229,7 +264,10 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
+        // A shared lock dropped without a release (a panic, an early return)
+        // may still be held by children: close, and claim nothing.
         if !self.done
+            && !self.shared
             && let Err(e) = self.release_inner()
         {
             tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
@@ -358,6 +396,7 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
                 path: path.to_path_buf(),
                 doc,
                 remove_on_release: opts.remove_on_release,
+                shared: false,
                 done: false,
             }),
             Err(e) => {

@@ -392,3 +392,89 @@ fn log_format_json_writes_the_librarys_events() {
         .unwrap();
     assert!(stderr(&out).contains("\"lock_acquired\""));
 }
+
+#[test]
+fn the_command_gets_the_lock_path_and_token_and_126_when_not_executable() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&[
+        "run",
+        s(&lock),
+        "sh",
+        "-c",
+        "echo \"$LOCKFILE_PATH\"; echo \"$LOCKFILE_TOKEN\"",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(s(&lock)));
+    let (_, report) = inspect_json(&lock, &[]);
+    assert_eq!(lines.next(), report[0]["owner"]["token"].as_str());
+
+    let not_executable = dir.path("script.sh");
+    std::fs::write(&not_executable, "#!/bin/sh\ntrue\n").unwrap();
+    let out = run_output(&["run", s(&lock), s(&not_executable)]);
+    assert_eq!(code(&out), 126, "{}", stderr(&out));
+}
+
+#[test]
+fn a_closed_stderr_never_gives_up_a_lock_held_by_a_background_process() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    // The wrapper's stderr is a pipe nobody reads: its warning about the
+    // background process cannot be written, and must not matter.
+    let mut run = lockfile()
+        .args([
+            "run",
+            s(&lock),
+            "sh",
+            "-c",
+            "sleep 30 >/dev/null 2>&1 & exit 0",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(run.stderr.take());
+    assert_eq!(run.wait().unwrap().code(), Some(0));
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "the background sleep still holds the lock");
+    let (_, report) = inspect_json(&lock, &[]);
+    let sleeper = report[0]["holders"][0]["pid"].as_u64().unwrap();
+    Command::new("kill")
+        .arg(sleeper.to_string())
+        .status()
+        .unwrap();
+}
+
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    let dir = Dir::new();
+    for i in 0..50 {
+        assert_eq!(
+            code(&run_output(&[
+                "run",
+                s(&dir.path(&format!("{i}.lock"))),
+                "true"
+            ])),
+            0
+        );
+    }
+    let mut inspect = lockfile()
+        .args(["inspect", s(dir.tmp.path())])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(inspect.stdout.take());
+    let out = inspect.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_absurd_heartbeat_interval_is_no_panic() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&["run", "--heartbeat", "1e19", s(&lock), "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}

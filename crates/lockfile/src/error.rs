@@ -307,7 +307,7 @@ fn permission_hint(op: Operation, path: &Path) -> String {
             describe("the file", path)
         ),
         _ => format!(
-            "{}; this user cannot create files there: choose a lock directory this user owns (for example under $XDG_RUNTIME_DIR)",
+            "{}; this user cannot create files there: choose a lock directory this user owns (for example lockfile::default_lock_dir(), under ~/.local/state)",
             describe("directory", parent_dir(path))
         ),
     }

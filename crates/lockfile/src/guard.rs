@@ -317,16 +317,29 @@ fn open_lock_file(path: &Path, mode: u32) -> Result<(File, sys::Identity)> {
 /// Records are 512 bytes: a small stack buffer serves, and only a full one
 /// (a long job name, or debris) costs a larger read.
 fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
-    let mut small = [0u8; CARRY_READ];
-    let n = sys::read_prefix(file, &mut small).ok()?;
-    let decoded = if n < small.len() {
-        LockDocument::decode(&small[..n])
-    } else {
-        let mut large = vec![0; MAX_RECORD_BYTES + 1];
-        let n = sys::read_prefix(file, &mut large).ok()?;
-        LockDocument::decode(&large[..n])
-    };
-    decoded.ok().map(|doc| Box::new(doc.owner))
+    let mut small = [0u8; SMALL_READ];
+    let content = read_content(file, &mut small).ok()?;
+    LockDocument::decode(&content)
+        .ok()
+        .map(|doc| Box::new(doc.owner))
+}
+
+/// A lock file's content, at most `MAX_RECORD_BYTES + 1` bytes of it (more
+/// means "too large to be a record"). Records are 512 bytes: a small buffer
+/// on the stack serves, and only a larger file (a very long job name, or
+/// debris) costs a second, larger read.
+fn read_content<'a>(
+    file: &File,
+    small: &'a mut [u8; SMALL_READ],
+) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+    let n = sys::read_prefix(file, small)?;
+    if n < small.len() {
+        return Ok(std::borrow::Cow::Borrowed(&small[..n]));
+    }
+    let mut large = vec![0; MAX_RECORD_BYTES + 1];
+    let n = sys::read_prefix(file, &mut large)?;
+    large.truncate(n);
+    Ok(std::borrow::Cow::Owned(large))
 }
 
 fn contended(path: &Path, file: &File) -> Error {
@@ -411,9 +424,9 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
     }
 }
 
-/// How much of the previous record `acquire` reads to carry its last success
-/// along. Our records are 512 bytes unless a job name is very long.
-const CARRY_READ: usize = 4096;
+/// The first read of a lock file's content: our records are 512 bytes unless
+/// a job name is very long.
+const SMALL_READ: usize = 4096;
 
 /// Writes our record over the previous one, carrying its last success along.
 fn write_record(
@@ -423,10 +436,10 @@ fn write_record(
     started: Instant,
 ) -> Result<LockDocument> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
-    let mut previous = [0u8; CARRY_READ];
-    let old_len = sys::read_prefix(file, &mut previous)
-        .map_err(|e| Error::from_io(Operation::Read, path, e))?;
-    let previous = &previous[..old_len];
+    let mut small = [0u8; SMALL_READ];
+    let previous =
+        read_content(file, &mut small).map_err(|e| Error::from_io(Operation::Read, path, e))?;
+    let previous = &previous[..];
     // Parse the previous document only when it has something to carry (a
     // success) or to report (an owner that died holding the lock); the
     // common case, our own released record without a success, costs no
@@ -445,8 +458,8 @@ fn write_record(
     doc.encode_into(&mut buf);
     file.write_all_at(&buf, 0).map_err(write_err)?;
     // The previous content might be longer (a larger record, or debris): cut
-    // it off. A full read buffer means "possibly longer".
-    if old_len > buf.len() || old_len == CARRY_READ {
+    // it off.
+    if previous.len() > buf.len() {
         file.set_len(buf.len() as u64).map_err(write_err)?;
     }
     tracing::info!(

@@ -696,17 +696,25 @@ impl Scan<'_> {
             .filter(|d| !d.released && d.owner.hostname == self.me.hostname)
             .map(|d| judge_owner(&d.owner, &self.me));
         let mut hold = self.locks.hold(file, meta.dev(), meta.ino());
-        if let (KernelHold::Free, Some(doc), Some(Liveness::Alive)) = (&hold, &doc, &liveness) {
-            // An unreleased record whose owner lives, on a file the table
-            // says nobody holds: the table was read in pieces and skipped
-            // the lock, or the owner took it after the table was read. The
-            // owner's own descriptors settle it.
-            if sys::process_holds(doc.owner.pid, meta.dev(), meta.ino()) {
+        let owner_not_dead = matches!(liveness, Some(Liveness::Alive | Liveness::Unknown));
+        if let (KernelHold::Free, Some(doc), true) = (&hold, &doc, owner_not_dead) {
+            // An unreleased record whose owner may live, on a file the table
+            // says nobody holds: the table was read in pieces and skipped the
+            // lock, or the owner took it after the table was read (for a
+            // directory, the table is as old as the scan). The owner's own
+            // descriptors settle it when we may look at them.
+            if matches!(liveness, Some(Liveness::Alive))
+                && sys::process_holds(doc.owner.pid, meta.dev(), meta.ino())
+            {
                 hold = KernelHold::Held(vec![i64::from(doc.owner.pid)]);
             } else if !last_attempt && self.changed_since_read(file, n) {
                 // Or the owner released (or released and took it again)
                 // since we read the record.
                 return Ok(Verdict::Moving);
+            } else if let Ok(now) = KernelLocks::snapshot() {
+                // Its descriptors are not ours to read (another user, another
+                // PID namespace): ask the table again, now.
+                hold = now.hold(file, meta.dev(), meta.ino());
             }
         }
         report.state = match (&hold, &doc, &content_error) {
@@ -734,6 +742,13 @@ impl Scan<'_> {
                 self.holder_findings(&doc, report);
             }
             report.owner = Some(doc.owner);
+        } else if report.state == LockState::Held {
+            // Held, and no record at all: flock(1), or another program that
+            // locks the file without writing one.
+            report.findings.push(Finding::HolderMismatch {
+                recorded_pid: None,
+                holders: report.holders.clone(),
+            });
         }
         let network = *self
             .network_fs

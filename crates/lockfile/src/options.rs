@@ -92,8 +92,15 @@ impl LockOptions {
     /// The permission bits of a newly created lock file, before the umask.
     /// An existing file keeps its mode.
     ///
-    /// Default: `0o644`: everyone may read the owner record, only the owner
-    /// may lock. Use `0o666` (and a suitable umask) for a lock shared by users.
+    /// `flock` works on a descriptor opened for reading, so anyone who may
+    /// read the file may also hold its lock, and so keep the job from running.
+    /// Where other users must not be able to do that, use `0o600`, or keep
+    /// lock files in a directory only the job's user can enter (as
+    /// [`default_lock_dir`](crate::default_lock_dir) is). For a lock shared by
+    /// several users, use `0o666` with a suitable umask: holders that do not
+    /// own the file can still refresh its heartbeat.
+    ///
+    /// Default: `0o644`: anyone may read the owner record (and `inspect`).
     pub fn mode(&mut self, mode: u32) -> &mut Self {
         self.mode = mode;
         self

@@ -131,6 +131,12 @@ impl ReapReport {
 /// Removes the `stale` and `debris` `*.lock` files in `dir` that nobody holds,
 /// and reports every file it looked at.
 ///
+/// To remove a file, `reap` takes its lock for the moment it takes to
+/// re-check and unlink it: a `try_acquire` of that file in the same instant
+/// reports contention, naming the dead owner of the stale record. Reap while
+/// the jobs are not starting (at boot, from a timer of its own) if that
+/// matters.
+///
 /// Never removes a held lock. Each removal re-takes the file's lock and
 /// re-checks, while holding it, that the path still names the same file with
 /// the same content; only then does it unlink. A process that was waiting on

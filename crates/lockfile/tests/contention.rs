@@ -195,3 +195,19 @@ fn several_processes_never_overlap_while_reap_loops() {
     assert_eq!(killed, 10);
     eprintln!("reaped {reaped} stale files while contending");
 }
+
+#[test]
+fn a_long_record_still_carries_the_last_success() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    // A job name long enough to push the record past the first read.
+    let job = "j".repeat(5000);
+    let mut guard = LockOptions::new().job(job.as_str()).acquire(&path).unwrap();
+    guard.record_success().unwrap();
+    let first = guard.last_success().unwrap();
+    guard.release().unwrap();
+    let guard = LockOptions::new().job(job.as_str()).acquire(&path).unwrap();
+    assert_eq!(guard.last_success(), Some(first));
+    let err = LockGuard::try_acquire(&path).unwrap_err();
+    assert_eq!(err.owner().unwrap().job.as_deref(), Some(job.as_str()));
+}

@@ -393,3 +393,25 @@ fn a_one_gib_lock_file_is_inspected_in_bounded_memory() {
     // Reading the file whole would need a GiB; the bounded read needs 64 KiB.
     assert!(peak_kib < 256 * 1024, "peak memory {peak_kib} KiB");
 }
+
+#[test]
+fn a_holder_that_does_not_own_a_shared_lock_file_can_still_beat() {
+    require_root("setpriv to an unprivileged uid");
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = lock_path(&dir, "shared.lock");
+    LockGuard::acquire(&path).unwrap().release().unwrap();
+    // A lock shared by several users: root's file, writable by all.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut child = ChildHolder::spawn_under(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &format!("heartbeat\t{}", path.display()),
+    );
+    let outcome = child.expect_line("outcome ");
+    assert_eq!(outcome, "outcome beat");
+}

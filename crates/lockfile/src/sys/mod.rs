@@ -108,7 +108,22 @@ pub(crate) fn touch(file: &File, now: SystemTime) -> io::Result<()> {
         last_access: ts,
         last_modification: ts,
     };
-    rustix::fs::futimens(file, &times).map_err(io::Error::from)
+    match rustix::fs::futimens(file, &times) {
+        // Setting explicit times takes owning the file; "now" takes only
+        // write access, which a holder of a lock shared between users has.
+        Err(rustix::io::Errno::PERM) => {
+            let now = rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            };
+            let times = rustix::fs::Timestamps {
+                last_access: now,
+                last_modification: now,
+            };
+            rustix::fs::futimens(file, &times).map_err(io::Error::from)
+        }
+        other => other.map_err(io::Error::from),
+    }
 }
 
 /// Reads up to `buf.len()` bytes from the start of a regular file and returns

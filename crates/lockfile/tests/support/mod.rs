@@ -135,6 +135,14 @@ fn run_child(action: &str) -> i32 {
             }
             0
         }
+        // Take the lock, beat once, and describe the outcome on stdout.
+        ["heartbeat", path] => {
+            match LockGuard::try_acquire(path).and_then(|guard| guard.heartbeat()) {
+                Ok(()) => println!("outcome beat"),
+                Err(e) => println!("outcome error {e:?} | {e}"),
+            }
+            0
+        }
         // Inspect once, then report the state and the peak memory used.
         ["inspect-peak-memory", path] => {
             let state = match lockfile::inspect(path) {

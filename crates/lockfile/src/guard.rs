@@ -342,6 +342,14 @@ fn read_content<'a>(
     Ok(std::borrow::Cow::Owned(large))
 }
 
+/// Emits `lock_contended` before a wait, reading the holder's record only
+/// when someone listens.
+fn report_contention(path: &Path, file: &File) {
+    if tracing::enabled!(tracing::Level::INFO) {
+        let _ = contended(path, file);
+    }
+}
+
 fn contended(path: &Path, file: &File) -> Error {
     let owner = read_owner(file);
     if let Some(o) = &owner {
@@ -373,7 +381,7 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
             Err(TryLockError::WouldBlock) => match wait {
                 Wait::No => return Err(contended(path, &file)),
                 Wait::Forever => {
-                    let _ = contended(path, &file);
+                    report_contention(path, &file);
                     loop {
                         match file.lock() {
                             Ok(()) => break,
@@ -383,7 +391,7 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
                     }
                 }
                 Wait::Until(deadline) => {
-                    let _ = contended(path, &file);
+                    report_contention(path, &file);
                     if !sys::lock_until(&file, deadline).map_err(lock_err)? {
                         return Err(Error::Timeout {
                             path: path.to_path_buf(),

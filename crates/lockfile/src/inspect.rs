@@ -459,7 +459,7 @@ impl InspectOptions {
         let mut scan = Scan::new(self, dir)?;
         let dir_fd = open_dir(dir)?;
         let mut reports = Vec::new();
-        for name in lock_file_names(dir)? {
+        for name in lock_file_names(dir, &dir_fd)? {
             let path = dir.join(&name);
             let report = match open_for_inspect_at(&dir_fd, Path::new(&name)) {
                 Ok(file) => scan.report(&path, Some(file)),
@@ -517,14 +517,17 @@ pub fn inspect_dir(dir: impl AsRef<Path>) -> Result<Vec<Result<LockReport>>> {
 }
 
 /// The names of the `*.lock` entries of a directory, sorted.
-pub(crate) fn lock_file_names(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::from_io(Operation::ReadDir, dir, e))?;
+/// The names of the `*.lock` entries of the open directory `dir_fd`, sorted.
+/// Listed through the descriptor the files are then opened from, so that a
+/// directory renamed or replaced meanwhile cannot mix two listings.
+fn lock_file_names(dir: &Path, dir_fd: &rustix::fd::OwnedFd) -> Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let read_err = |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into());
     let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::from_io(Operation::ReadDir, dir, e))?;
-        let name = entry.file_name();
-        if name.as_encoded_bytes().ends_with(b".lock") {
-            names.push(name);
+    for entry in rustix::fs::Dir::read_from(dir_fd).map_err(read_err)? {
+        let name = entry.map_err(read_err)?.file_name().to_bytes().to_owned();
+        if name.ends_with(b".lock") {
+            names.push(std::ffi::OsStr::from_bytes(&name).to_owned());
         }
     }
     names.sort();

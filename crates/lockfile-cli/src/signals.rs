@@ -118,6 +118,7 @@ pub(crate) fn supervise(
 /// After COMMAND exited: waits until every process it left behind (all
 /// reparented to us, the subreaper) has exited too, forwarding signals to
 /// them and running `on_wake` as `supervise` does.
+#[cfg(feature = "etcd")]
 pub(crate) fn supervise_leftovers(
     signals: &BlockedSignals,
     mut next_wake: Instant,
@@ -155,6 +156,7 @@ fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
 
 /// Every living descendant of this process, read from
 /// `/proc/PID/task/TID/children` down the tree.
+#[cfg(feature = "etcd")]
 pub(crate) fn descendants() -> Vec<Pid> {
     let mut found: Vec<Pid> = Vec::new();
     let mut queue = vec![rustix::process::getpid()];
@@ -184,6 +186,7 @@ pub(crate) fn descendants() -> Vec<Pid> {
 /// Sends `sig` to every current descendant. Reaping is left to the
 /// supervision loop, which is waiting for COMMAND's own status; a process
 /// forked meanwhile is found by the next call.
+#[cfg(feature = "etcd")]
 pub(crate) fn signal_tree(sig: Signal) {
     for pid in descendants() {
         let _ = rustix::process::kill_process(pid, sig);

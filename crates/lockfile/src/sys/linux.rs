@@ -185,6 +185,9 @@ pub(crate) struct KernelLocks {
     held: HashMap<(u64, u64), Vec<i64>>,
     /// Holders of POSIX and OFD locks, by (superblock device, inode).
     others: HashMap<(u64, u64), Vec<i64>>,
+    /// Every inode in the table: a file whose inode is not here is not
+    /// locked, without asking which device the table would call it.
+    inodes: std::collections::HashSet<u64>,
     /// The superblock device of each mount seen, from `/proc/self/mountinfo`.
     mounts: std::sync::OnceLock<HashMap<u64, u64>>,
 }
@@ -227,11 +230,15 @@ impl KernelLocks {
             if !pids.contains(&lock.pid) {
                 pids.push(lock.pid);
             }
+            self.inodes.insert(lock.ino);
         }
     }
 
     /// Who holds the `flock` lock on `file` (whose `stat` says dev, ino).
     pub(crate) fn hold(&self, file: &File, dev: u64, ino: u64) -> KernelHold {
+        if !self.inodes.contains(&ino) {
+            return KernelHold::Free;
+        }
         match self.held.get(&(self.table_device(file, dev), ino)) {
             Some(pids) => KernelHold::Held(pids.clone()),
             None => KernelHold::Free,
@@ -240,6 +247,9 @@ impl KernelLocks {
 
     /// Who holds POSIX or OFD locks on `file`: another tool's locks.
     pub(crate) fn other_lockers(&self, file: &File, dev: u64, ino: u64) -> Vec<i64> {
+        if !self.inodes.contains(&ino) {
+            return Vec::new();
+        }
         self.others
             .get(&(self.table_device(file, dev), ino))
             .cloned()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use lockfile::{Error, LockGuard, LockState, ReapAction, ReapOptions};
 
-use crate::support::{ChildHolder, assert_acquirable, lock_path, tempdir};
+use crate::support::{ChildHolder, assert_acquirable, leave_background_holder, lock_path, tempdir};
 
 fn require_root(what: &str) {
     assert!(
@@ -111,19 +111,7 @@ fn on_btrfs_inspect_finds_the_holder_and_an_inheritor() {
 
     // A background process that inherited the lock is found through its
     // descriptors once the process that took the lock is gone.
-    let pid_file = fs.dir.path().join("bg.pid");
-    let status = Command::new("flock")
-        .arg(&path)
-        .args(["-c", "sleep 60 >/dev/null 2>&1 & echo $! > \"$PID_FILE\""])
-        .env("PID_FILE", &pid_file)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let bg: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let bg = leave_background_holder(&path);
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Held);
     assert_eq!(
@@ -131,6 +119,20 @@ fn on_btrfs_inspect_finds_the_holder_and_an_inheritor() {
         [bg]
     );
     let _ = Command::new("kill").arg(bg.to_string()).status();
+}
+
+/// Runs a child `action` as the unprivileged user `nobody` (uid 65534).
+fn spawn_as_nobody(action: &str) -> ChildHolder {
+    require_root("setpriv to an unprivileged uid");
+    ChildHolder::spawn_under(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        action,
+    )
 }
 
 fn assert_not_held(path: &Path) {
@@ -188,15 +190,7 @@ fn a_directory_the_user_cannot_write_names_the_path_and_the_uid() {
     // The child runs as `nobody` and must be able to reach the directory.
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = lock_path(&dir, "job.lock");
-    let mut child = ChildHolder::spawn_under(
-        &[
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ],
-        &format!("try-acquire\t{}", path.display()),
-    );
+    let mut child = spawn_as_nobody(&format!("try-acquire\t{}", path.display()));
     let outcome = child.expect_line("outcome ");
     assert!(outcome.contains("PermissionDenied"), "{outcome}");
     assert!(outcome.contains("euid 65534"), "{outcome}");
@@ -219,15 +213,7 @@ fn a_lock_owned_by_another_user_names_the_owner() {
     let path = lock_path(&dir, "job.lock");
     LockGuard::acquire(&path).unwrap().release().unwrap(); // root's, mode 0644
     let before = std::fs::read(&path).unwrap();
-    let mut child = ChildHolder::spawn_under(
-        &[
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ],
-        &format!("try-acquire\t{}", path.display()),
-    );
+    let mut child = spawn_as_nobody(&format!("try-acquire\t{}", path.display()));
     let outcome = child.expect_line("outcome ");
     assert!(outcome.contains("PermissionDenied"), "{outcome}");
     assert!(outcome.contains("the file"), "{outcome}");
@@ -403,15 +389,7 @@ fn a_holder_that_does_not_own_a_shared_lock_file_can_still_beat() {
     LockGuard::acquire(&path).unwrap().release().unwrap();
     // A lock shared by several users: root's file, writable by all.
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut child = ChildHolder::spawn_under(
-        &[
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ],
-        &format!("heartbeat\t{}", path.display()),
-    );
+    let mut child = spawn_as_nobody(&format!("heartbeat\t{}", path.display()));
     let outcome = child.expect_line("outcome ");
     assert_eq!(outcome, "outcome beat");
 }

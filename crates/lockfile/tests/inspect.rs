@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use lockfile::{InspectOptions, LockGuard, LockState};
 
-use crate::support::{ChildHolder, lock_path, tempdir};
+use crate::support::{ChildHolder, leave_background_holder, lock_path, tempdir};
 
 #[test]
 fn inspect_of_a_held_lock_shows_the_holders_pid_host_and_token() {
@@ -143,21 +143,7 @@ fn inspect_dir_reports_every_lock_file_and_errors_per_file() {
 fn inspect_names_a_background_process_that_inherited_the_lock() {
     let dir = tempdir();
     let path = lock_path(&dir, "job.lock");
-    // flock(1) takes the lock, then its shell starts a background sleep that
-    // inherits the descriptor, and everything but the sleep exits.
-    let pid_file = dir.path().join("bg.pid");
-    let status = Command::new("flock")
-        .arg(&path)
-        .args(["-c", "sleep 60 >/dev/null 2>&1 & echo $! > \"$PID_FILE\""])
-        .env("PID_FILE", &pid_file)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let bg: u32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let bg = leave_background_holder(&path);
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Held);
     assert_eq!(

@@ -236,6 +236,25 @@ fn contend(path: &Path, marker: &Path, rounds: u32) -> i32 {
     0
 }
 
+/// Has flock(1) take the lock at `path` and start a background `sleep` that
+/// inherits the descriptor, then exit: only the sleep holds the lock after.
+/// Returns the sleep's PID.
+pub(crate) fn leave_background_holder(path: &Path) -> u32 {
+    let pid_file = path.with_extension("bg-pid");
+    let status = Command::new("flock")
+        .arg(path)
+        .args(["-c", "sleep 60 >/dev/null 2>&1 & echo $! > \"$PID_FILE\""])
+        .env("PID_FILE", &pid_file)
+        .status()
+        .expect("run flock(1)");
+    assert!(status.success());
+    std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// A fresh temporary directory for one test.
 pub(crate) fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()

@@ -478,3 +478,33 @@ fn an_absurd_heartbeat_interval_is_no_panic() {
     let out = run_output(&["run", "--heartbeat", "1e19", s(&lock), "true"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+#[test]
+fn a_terminal_hangup_reaches_the_command() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let mark = dir.path("hup.mark");
+    // script(1) runs the wrapper as the session leader of a new terminal.
+    // Killing script(1) hangs the terminal up, and the kernel sends SIGHUP
+    // to the session leader alone: the wrapper must pass it on.
+    let inner = format!(
+        "{} run {} sh -c 'trap \"echo hup > {}; exit 0\" HUP; while :; do sleep 0.05; done'",
+        env!("CARGO_BIN_EXE_lockfile"),
+        s(&lock),
+        s(&mark)
+    );
+    let mut script = Command::new("script")
+        .args(["-qfc", &inner, "/dev/null"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("this test needs script(1) (Debian: bsdutils)");
+    wait_until("the command to run under the lock", || {
+        inspect_json(&lock, &[]).1[0]["state"] == "held"
+    });
+    script.kill().unwrap();
+    script.wait().unwrap();
+    wait_until("the command to see the hangup", || mark.exists());
+    wait_until("the lock to come free", || {
+        inspect_json(&lock, &[]).1[0]["state"] == "free"
+    });
+}

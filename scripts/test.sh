@@ -6,14 +6,16 @@ cd "$(dirname "$0")/.."
 
 # crates/lockfile-etcd generates its etcd client with protoc and tests against
 # a real etcd server; the lock tests run util-linux's flock(1), unshare and
-# setpriv, mkfs.btrfs for a btrfs image, and python3 for a POSIX lock (the
-# fault-injection tests also need root, and say so).
+# setpriv, mkfs.btrfs for a btrfs image, python3 for a POSIX lock, and
+# script(1) for a terminal (the fault-injection tests also need root, and say
+# so).
 missing=()
 command -v protoc >/dev/null || missing+=(protobuf-compiler)
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v flock >/dev/null && command -v setpriv >/dev/null || missing+=(util-linux)
 command -v mkfs.btrfs >/dev/null || missing+=(btrfs-progs)
 command -v python3 >/dev/null || missing+=(python3)
+command -v script >/dev/null || missing+=(bsdutils)
 if ((${#missing[@]})); then
     sudo=()
     if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use crate::error::Operation;
-use crate::record::{LockDocument, MAX_RECORD_BYTES, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};
+use crate::record::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};
 use crate::{Error, Holder, LockOptions, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
@@ -317,29 +317,11 @@ fn open_lock_file(path: &Path, mode: u32) -> Result<(File, sys::Identity)> {
 /// Records are 512 bytes: a small stack buffer serves, and only a full one
 /// (a long job name, or debris) costs a larger read.
 fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
-    let mut small = [0u8; SMALL_READ];
-    let content = read_content(file, &mut small).ok()?;
+    let mut small = [0u8; sys::SMALL_READ];
+    let content = sys::read_content(file, &mut small).ok()?;
     LockDocument::decode(&content)
         .ok()
         .map(|doc| Box::new(doc.owner))
-}
-
-/// A lock file's content, at most `MAX_RECORD_BYTES + 1` bytes of it (more
-/// means "too large to be a record"). Records are 512 bytes: a small buffer
-/// on the stack serves, and only a larger file (a very long job name, or
-/// debris) costs a second, larger read.
-fn read_content<'a>(
-    file: &File,
-    small: &'a mut [u8; SMALL_READ],
-) -> io::Result<std::borrow::Cow<'a, [u8]>> {
-    let n = sys::read_prefix(file, small)?;
-    if n < small.len() {
-        return Ok(std::borrow::Cow::Borrowed(&small[..n]));
-    }
-    let mut large = vec![0; MAX_RECORD_BYTES + 1];
-    let n = sys::read_prefix(file, &mut large)?;
-    large.truncate(n);
-    Ok(std::borrow::Cow::Owned(large))
 }
 
 /// Emits `lock_contended` before a wait, reading the holder's record only
@@ -432,10 +414,6 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
     }
 }
 
-/// The first read of a lock file's content: our records are 512 bytes unless
-/// a job name is very long.
-const SMALL_READ: usize = 4096;
-
 /// Writes our record over the previous one, carrying its last success along.
 fn write_record(
     opts: &LockOptions,
@@ -444,9 +422,9 @@ fn write_record(
     started: Instant,
 ) -> Result<LockDocument> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
-    let mut small = [0u8; SMALL_READ];
-    let previous =
-        read_content(file, &mut small).map_err(|e| Error::from_io(Operation::Read, path, e))?;
+    let mut small = [0u8; sys::SMALL_READ];
+    let previous = sys::read_content(file, &mut small)
+        .map_err(|e| Error::from_io(Operation::Read, path, e))?;
     let previous = &previous[..];
     // Parse the previous document only when it has something to carry (a
     // success) or to report (an owner that died holding the lock); the

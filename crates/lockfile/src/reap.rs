@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::error::Operation;
 use crate::inspect::{InspectOptions, LockReport, LockState, open_for_inspect};
-use crate::record::{LockDocument, MAX_RECORD_BYTES};
+use crate::record::LockDocument;
 use crate::{DecodeError, Error, OwnerRecord, Result, sys};
 
 /// Options for [`reap`]. A dry run unless [`remove`](ReapOptions::remove) is set.
@@ -321,9 +321,9 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
             "another tool holds a POSIX lock on it (pid {lockers:?})"
         ));
     }
-    let mut buf = vec![0; (ours.len() as usize).min(MAX_RECORD_BYTES + 1)];
-    let n = sys::read_prefix(&file, &mut buf).map_err(|e| e.to_string())?;
-    let still_litter = match (report.state, LockDocument::decode(&buf[..n])) {
+    let mut small = [0u8; sys::SMALL_READ];
+    let content = sys::read_content(&file, &mut small).map_err(|e| e.to_string())?;
+    let still_litter = match (report.state, LockDocument::decode(&content)) {
         (LockState::Stale, Ok(doc)) => {
             !doc.released && Some(&doc.owner.token) == report.owner.as_ref().map(|o| &o.token)
         }

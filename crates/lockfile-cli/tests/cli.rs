@@ -67,6 +67,13 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until another `lockfile run -n` would get the lock.
+fn wait_until_free(lock: &Path) {
+    wait_until("the lock to come free", || {
+        code(&run_output(&["run", "-n", s(lock), "true"])) == 0
+    });
+}
+
 #[test]
 fn contention_exits_with_the_conflict_status_and_names_the_holder() {
     let dir = Dir::new();
@@ -166,9 +173,7 @@ fn sigkill_of_the_wrapper_never_lets_a_second_command_start() {
 
     // Once the command finishes, the next run gets the lock.
     wait_until("the orphaned command to finish", || done.exists());
-    wait_until("the lock to come free", || {
-        code(&run_output(&["run", "-n", s(&lock), "true"])) == 0
-    });
+    wait_until_free(&lock);
 }
 
 #[test]
@@ -201,9 +206,7 @@ fn a_background_process_left_behind_is_named_and_keeps_the_lock() {
         .arg(sleeper.to_string())
         .status()
         .unwrap();
-    wait_until("the lock to come free", || {
-        code(&run_output(&["run", "-n", s(&lock), "true"])) == 0
-    });
+    wait_until_free(&lock);
 }
 
 #[test]
@@ -484,23 +487,26 @@ fn a_terminal_hangup_reaches_the_command() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
     let mark = dir.path("hup.mark");
+    let ready = dir.path("ready.mark");
     // script(1) runs the wrapper as the session leader of a new terminal.
     // Killing script(1) hangs the terminal up, and the kernel sends SIGHUP
     // to the session leader alone: the wrapper must pass it on.
     let inner = format!(
-        "{} run {} sh -c 'trap \"echo hup > {}; exit 0\" HUP; while :; do sleep 0.05; done'",
+        "{} run {} sh -c 'trap \"echo hup > {}; exit 0\" HUP; touch {}; while :; do sleep 0.05; done'",
         env!("CARGO_BIN_EXE_lockfile"),
         s(&lock),
-        s(&mark)
+        s(&mark),
+        s(&ready)
     );
     let mut script = Command::new("script")
         .args(["-qfc", &inner, "/dev/null"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("this test needs script(1) (Debian: bsdutils)");
-    wait_until("the command to run under the lock", || {
-        inspect_json(&lock, &[]).1[0]["state"] == "held"
-    });
+    // Wait for COMMAND itself: a hangup between taking the lock and
+    // starting COMMAND ends the run before it began.
+    wait_until("the command to run under the lock", || ready.exists());
+    assert_eq!(inspect_json(&lock, &[]).1[0]["state"], "held");
     script.kill().unwrap();
     script.wait().unwrap();
     wait_until("the command to see the hangup", || mark.exists());

@@ -31,7 +31,14 @@ cargo clippy --workspace --exclude lockfile-etcd --all-targets -- -D warnings
 # that it cannot rot (it is not tested here: its inspect cannot name holders).
 RUSTFLAGS="--cfg lockfile_fallback" cargo clippy -p lockfile --target-dir target/fallback -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
-cargo test --workspace --all-features
+# A hung test must fail the run, not eat the CI budget: the suite takes a
+# few minutes, so half an hour means something waits forever.
+limit=1800
+timeout --foreground --kill-after=30 "$limit" cargo test --workspace --all-features || {
+    rc=$?
+    if [ "$rc" -eq 124 ]; then echo "cargo test still ran after ${limit}s: a test hangs" >&2; fi
+    exit "$rc"
+}
 
 # Benchmarks never run as timed tests. CI builds them, and runs the
 # comparison once in its quick size (well under a minute), so that neither

@@ -15,6 +15,12 @@ pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHU
 /// while the lock is released after COMMAND ended cannot kill us halfway (it
 /// stays pending until we exit). A spawned child inherits the mask unless
 /// the command is prepared with [`BlockedSignals::unblock_in_child`].
+///
+/// A forwarded signal that was ignored when we started (`nohup`, or a
+/// background job of a non-interactive shell, which ignores SIGINT) is left
+/// ignored and is not forwarded: COMMAND inherits that disposition, as it
+/// would without us, and a shell refuses to trap a signal ignored on entry,
+/// so forwarding it would only look like it did something.
 pub(crate) struct BlockedSignals {
     set: libc::sigset_t,
     old: libc::sigset_t,
@@ -27,9 +33,10 @@ impl BlockedSignals {
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            for sig in FORWARDED.into_iter().chain([libc::SIGCHLD]) {
+            for sig in FORWARDED.into_iter().filter(|&sig| !ignored(sig)) {
                 libc::sigaddset(&mut set, sig);
             }
+            libc::sigaddset(&mut set, libc::SIGCHLD);
             let mut old: libc::sigset_t = std::mem::zeroed();
             let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
             if rc != 0 {
@@ -85,6 +92,17 @@ impl BlockedSignals {
             let sig = libc::sigtimedwait(&self.set, &mut info, &ts);
             (sig > 0).then_some((sig, info.si_code == libc::SI_KERNEL))
         }
+    }
+}
+
+/// Whether `sig`'s disposition is SIG_IGN.
+fn ignored(sig: i32) -> bool {
+    // SAFETY: a null new action only reads the disposition into `current`,
+    // which is plain data.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
     }
 }
 

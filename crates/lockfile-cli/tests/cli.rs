@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Background, code, lockfile, stderr};
+use common::{Background, FORWARDED, code, lockfile, stderr, with_signals};
 
 fn run_output(args: &[&str]) -> Output {
     lockfile().args(args).output().unwrap()
@@ -138,6 +138,28 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_ends() {
             "released after SIG{sig}"
         );
     }
+}
+
+#[test]
+fn a_signal_ignored_at_start_stays_ignored_by_the_command() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    // As `nohup lockfile run ...` starts it.
+    let mut cmd = with_signals(lockfile(), &[libc::SIGHUP], libc::SIG_IGN);
+    cmd.args(["run", s(&lock), "sh", "-c"])
+        .arg("echo $(grep SigIgn /proc/$$/status | cut -f2); while :; do sleep 0.05; done");
+    let (run, ignored) = Background::start(cmd);
+    let ignored = u64::from_str_radix(&ignored, 16).unwrap();
+    assert_ne!(ignored & (1 << (libc::SIGHUP - 1)), 0, "{ignored:#x}");
+
+    run.signal("HUP");
+    run.signal("TERM");
+    let (code, err) = run.wait();
+    assert_eq!(
+        code,
+        128 + libc::SIGTERM,
+        "SIGTERM ended it, not SIGHUP: {err}"
+    );
 }
 
 #[test]
@@ -498,7 +520,7 @@ fn a_terminal_hangup_reaches_the_command() {
         s(&mark),
         s(&ready)
     );
-    let mut script = Command::new("script")
+    let mut script = with_signals(Command::new("script"), &FORWARDED, libc::SIG_DFL)
         .args(["-qfc", &inner, "/dev/null"])
         .stdout(std::process::Stdio::null())
         .spawn()

@@ -94,8 +94,7 @@ fn run_leased(
         .map_err(|e| os_error("cannot block signals", e))?;
     // Whatever COMMAND starts stays our descendant, even a daemon that
     // detaches: its orphans are reparented to us, and can be stopped.
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .map_err(|e| os_error("cannot become a subreaper", e.into()))?;
+    signals::become_subreaper().map_err(|e| os_error("cannot become a subreaper", e))?;
     let lease = guard.signal();
     // SAFETY: pthread_self has no preconditions.
     let main_thread = unsafe { libc::pthread_self() };
@@ -134,7 +133,8 @@ fn run_leased(
                 signals::after(Duration::from_millis(10)),
             ),
         };
-        if stopped != Some(signal) {
+        let first = stopped != Some(signal);
+        if first {
             errln!(
                 "lockfile: the lease on `{}` {}: sending {name} to the command and everything it started",
                 guard.name(),
@@ -144,8 +144,8 @@ fn run_leased(
                 ),
             );
             stopped = Some(signal);
-            signals::signal_tree(signal);
-        } else if signal == Signal::KILL {
+        }
+        if first || signal == Signal::KILL {
             signals::signal_tree(signal);
         }
         next

@@ -95,8 +95,7 @@ fn run_locked(
     let signals = BlockedSignals::block().map_err(|e| os_error("cannot block signals", e))?;
     // Orphans of COMMAND are reparented to us, so that we can tell whether
     // any of them outlives it.
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-        .map_err(|e| os_error("cannot become a subreaper", e.into()))?;
+    signals::become_subreaper().map_err(|e| os_error("cannot become a subreaper", e))?;
 
     // COMMAND and everything it starts hold the lock for as long as they
     // live. From here on the guard never unlocks: not on an error, not on a

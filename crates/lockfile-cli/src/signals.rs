@@ -237,6 +237,12 @@ pub(crate) fn has_children() -> bool {
     }
 }
 
+/// Makes every orphan among COMMAND's descendants our child rather than
+/// init's, so that `has_children` and `descendants` see it.
+pub(crate) fn become_subreaper() -> io::Result<()> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(io::Error::from)
+}
+
 /// Makes the kernel SIGKILL `cmd`'s child when this process dies, for any
 /// reason: nobody renews a lease any more, so the work must stop.
 pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {

@@ -516,7 +516,6 @@ pub fn inspect_dir(dir: impl AsRef<Path>) -> Result<Vec<Result<LockReport>>> {
     InspectOptions::new().inspect_dir(dir)
 }
 
-/// The names of the `*.lock` entries of a directory, sorted.
 /// The names of the `*.lock` entries of the open directory `dir_fd`, sorted.
 /// Listed through the descriptor the files are then opened from, so that a
 /// directory renamed or replaced meanwhile cannot mix two listings.

@@ -93,11 +93,12 @@
 //! other locks come and go meanwhile; so a table that took more than one read
 //! is read twice and merged, and before a file whose record names a live
 //! local owner is called `stale`, that owner's own descriptors
-//! (`/proc/PID/fdinfo`) are asked whether it holds the lock after all. A bounded wait blocks in `flock(2)` and
-//! is woken at its deadline by a per-thread POSIX timer that sends the
-//! real-time signal `SIGRTMAX-3`; the crate installs a no-op handler for it
-//! on first use unless the application already handles that signal, in which
-//! case bounded waits fall back to polling (1 ms doubling to 50 ms).
+//! (`/proc/PID/fdinfo`) are asked whether it holds the lock after all. A
+//! bounded wait blocks in `flock(2)` and is woken at its deadline by a
+//! per-thread POSIX timer that sends the real-time signal `SIGRTMAX-3`; the
+//! crate installs a no-op handler for it on first use unless the application
+//! already handles that signal, in which case bounded waits fall back to
+//! polling (1 ms doubling to 50 ms).
 //!
 //! Other Unix systems compile with fallbacks: `inspect` probes a file with a
 //! shared non-blocking lock for a few microseconds (a concurrent

@@ -192,6 +192,7 @@ pub(crate) struct KernelLocks {
     mounts: std::sync::OnceLock<HashMap<u64, u64>>,
 }
 
+/// Whether the kernel lock on a file is held, and by whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum KernelHold {
     Free,

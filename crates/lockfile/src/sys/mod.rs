@@ -100,30 +100,25 @@ pub(crate) fn touch(file: &File, now: SystemTime) -> io::Result<()> {
     let since_epoch = now
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
-    let ts = rustix::fs::Timespec {
-        tv_sec: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
-        tv_nsec: since_epoch.subsec_nanos().into(),
-    };
-    let times = rustix::fs::Timestamps {
+    let both = |ts: rustix::fs::Timespec| rustix::fs::Timestamps {
         last_access: ts,
         last_modification: ts,
     };
-    match rustix::fs::futimens(file, &times) {
+    let explicit = rustix::fs::Timespec {
+        tv_sec: i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: since_epoch.subsec_nanos().into(),
+    };
+    let kernel_now = rustix::fs::Timespec {
+        tv_sec: 0,
+        tv_nsec: rustix::fs::UTIME_NOW,
+    };
+    match rustix::fs::futimens(file, &both(explicit)) {
         // Setting explicit times takes owning the file; "now" takes only
         // write access, which a holder of a lock shared between users has.
-        Err(rustix::io::Errno::PERM) => {
-            let now = rustix::fs::Timespec {
-                tv_sec: 0,
-                tv_nsec: rustix::fs::UTIME_NOW,
-            };
-            let times = rustix::fs::Timestamps {
-                last_access: now,
-                last_modification: now,
-            };
-            rustix::fs::futimens(file, &times).map_err(io::Error::from)
-        }
-        other => other.map_err(io::Error::from),
+        Err(rustix::io::Errno::PERM) => rustix::fs::futimens(file, &both(kernel_now)),
+        other => other,
     }
+    .map_err(io::Error::from)
 }
 
 /// Reads up to `buf.len()` bytes from the start of a regular file and returns

@@ -21,16 +21,26 @@ pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHU
 /// ignored and is not forwarded: COMMAND inherits that disposition, as it
 /// would without us, and a shell refuses to trap a signal ignored on entry,
 /// so forwarding it would only look like it did something.
+///
+/// SIGCHLD ignored at start (a parent that set SIG_IGN passes it through
+/// exec) is set back to its default for us, or the kernel would reap COMMAND
+/// itself and we would wait for it forever; COMMAND gets it back ignored.
 pub(crate) struct BlockedSignals {
     set: libc::sigset_t,
     old: libc::sigset_t,
+    sigchld_ignored: bool,
 }
 
 impl BlockedSignals {
     pub(crate) fn block() -> io::Result<BlockedSignals> {
-        // SAFETY: the sets are plain data initialised by sigemptyset before
-        // use; pthread_sigmask reads `set` and writes `old`, both live.
+        let sigchld_ignored = ignored(libc::SIGCHLD);
+        // SAFETY: signal(2) takes plain integers; the sets are plain data
+        // initialised by sigemptyset before use; pthread_sigmask reads `set`
+        // and writes `old`, both live.
         unsafe {
+            if sigchld_ignored && libc::signal(libc::SIGCHLD, libc::SIG_DFL) == libc::SIG_ERR {
+                return Err(io::Error::last_os_error());
+            }
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             for sig in FORWARDED.into_iter().filter(|&sig| !ignored(sig)) {
@@ -42,19 +52,28 @@ impl BlockedSignals {
             if rc != 0 {
                 return Err(io::Error::from_raw_os_error(rc));
             }
-            Ok(BlockedSignals { set, old })
+            Ok(BlockedSignals {
+                set,
+                old,
+                sigchld_ignored,
+            })
         }
     }
 
-    /// Makes `cmd`'s child start with the signal mask we had before blocking,
-    /// or COMMAND would ignore SIGTERM and friends.
+    /// Makes `cmd`'s child start with the signal mask (and SIGCHLD
+    /// disposition) we had before blocking, or COMMAND would ignore SIGTERM
+    /// and friends.
     pub(crate) fn unblock_in_child(&self, cmd: &mut std::process::Command) {
         use std::os::unix::process::CommandExt;
-        let old = self.old;
+        let (old, sigchld_ignored) = (self.old, self.sigchld_ignored);
         // SAFETY: the closure runs in the forked child before exec and only
-        // calls pthread_sigmask, which is async-signal-safe; `old` is a copy.
+        // calls signal and pthread_sigmask, which are async-signal-safe;
+        // `old` is a copy.
         unsafe {
             cmd.pre_exec(move || {
+                if sigchld_ignored && libc::signal(libc::SIGCHLD, libc::SIG_IGN) == libc::SIG_ERR {
+                    return Err(io::Error::last_os_error());
+                }
                 match libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) {
                     0 => Ok(()),
                     rc => Err(io::Error::from_raw_os_error(rc)),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Background, FORWARDED, code, lockfile, stderr, with_signals};
+use common::{Background, FORWARDED, LOOP, code, lockfile, signal, stderr, with_signals};
 
 fn run_output(args: &[&str]) -> Output {
     lockfile().args(args).output().unwrap()
@@ -126,9 +126,8 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_ends() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
     for (sig, status) in [("TERM", 42), ("INT", 43), ("HUP", 44)] {
-        let script =
-            format!("trap 'exit {status}' {sig}; echo ready; while :; do sleep 0.05; done");
-        let run = start(&[], &lock, &script);
+        let script = format!("trap 'exit {status}' {sig}; echo ready; {LOOP}");
+        let mut run = start(&[], &lock, &script);
         run.signal(sig);
         let (code, err) = run.wait();
         assert_eq!(code, status, "SIG{sig} reached the command: {err}");
@@ -146,9 +145,10 @@ fn a_signal_ignored_at_start_stays_ignored_by_the_command() {
     let lock = dir.path("job.lock");
     // As `nohup lockfile run ...` starts it.
     let mut cmd = with_signals(lockfile(), &[libc::SIGHUP], libc::SIG_IGN);
-    cmd.args(["run", s(&lock), "sh", "-c"])
-        .arg("echo $(grep SigIgn /proc/$$/status | cut -f2); while :; do sleep 0.05; done");
-    let (run, ignored) = Background::start(cmd);
+    cmd.args(["run", s(&lock), "sh", "-c"]).arg(format!(
+        "echo $(grep SigIgn /proc/$$/status | cut -f2); {LOOP}"
+    ));
+    let (mut run, ignored) = Background::start(cmd);
     let ignored = u64::from_str_radix(&ignored, 16).unwrap();
     assert_ne!(ignored & (1 << (libc::SIGHUP - 1)), 0, "{ignored:#x}");
 
@@ -163,12 +163,34 @@ fn a_signal_ignored_at_start_stays_ignored_by_the_command() {
 }
 
 #[test]
+fn a_wrapper_started_with_sigchld_ignored_still_sees_the_command_end() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    // As a parent that set SIGCHLD to SIG_IGN starts it: the kernel would
+    // reap COMMAND itself, and a wrapper waiting for SIGCHLD would wait
+    // forever.
+    let mut cmd = with_signals(lockfile(), &[libc::SIGCHLD], libc::SIG_IGN);
+    // Not a shell: dash sets its own SIGCHLD disposition.
+    cmd.args(["run", s(&lock), "grep", "SigIgn", "/proc/self/status"]);
+    let (mut run, line) = Background::start(cmd);
+    let ignored = u64::from_str_radix(line.trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_ne!(
+        ignored & (1 << (libc::SIGCHLD - 1)),
+        0,
+        "COMMAND inherits SIGCHLD ignored, as it would without the wrapper: {ignored:#x}"
+    );
+    let (code, err) = run.wait();
+    assert_eq!(code, 0, "{err}");
+    wait_until_free(&lock);
+}
+
+#[test]
 fn sigkill_of_the_wrapper_never_lets_a_second_command_start() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
     let done = dir.path("done");
     let script = format!("echo ready; sleep 1; touch {}", s(&done));
-    let run = start(&["--heartbeat", "0.1"], &lock, &script);
+    let mut run = start(&["--heartbeat", "0.1"], &lock, &script);
     let wrapper = run.pid();
     run.signal("KILL");
     assert_eq!(run.reap(), -1, "killed by a signal");
@@ -224,10 +246,7 @@ fn a_background_process_left_behind_is_named_and_keeps_the_lock() {
     let holders = report[0]["holders"].as_array().unwrap();
     let sleeper = holders[0]["pid"].as_u64().unwrap();
     assert_eq!(code(&run_output(&["run", "-n", s(&lock), "true"])), 75);
-    Command::new("kill")
-        .arg(sleeper.to_string())
-        .status()
-        .unwrap();
+    signal(u32::try_from(sleeper).unwrap(), "TERM");
     wait_until_free(&lock);
 }
 
@@ -465,10 +484,7 @@ fn a_closed_stderr_never_gives_up_a_lock_held_by_a_background_process() {
     assert_eq!(code(&out), 75, "the background sleep still holds the lock");
     let (_, report) = inspect_json(&lock, &[]);
     let sleeper = report[0]["holders"][0]["pid"].as_u64().unwrap();
-    Command::new("kill")
-        .arg(sleeper.to_string())
-        .status()
-        .unwrap();
+    signal(u32::try_from(sleeper).unwrap(), "TERM");
 }
 
 #[test]
@@ -514,7 +530,7 @@ fn a_terminal_hangup_reaches_the_command() {
     // Killing script(1) hangs the terminal up, and the kernel sends SIGHUP
     // to the session leader alone: the wrapper must pass it on.
     let inner = format!(
-        "{} run {} sh -c 'trap \"echo hup > {}; exit 0\" HUP; touch {}; while :; do sleep 0.05; done'",
+        "{} run {} sh -c 'trap \"echo hup > {}; exit 0\" HUP; touch {}; {LOOP}'",
         env!("CARGO_BIN_EXE_lockfile"),
         s(&lock),
         s(&mark),

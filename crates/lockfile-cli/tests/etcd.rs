@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Background, code, lockfile, signal, stderr};
+use common::{Background, LOOP, code, lockfile, signal, stderr};
 
 /// A single-member etcd of this test's own, killed when dropped.
 struct Etcd {
@@ -182,11 +182,12 @@ fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
 #[test]
 fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
     let etcd = Etcd::start();
-    let (wrapper, command_pid) = start(&etcd, &["--ttl", "2"], "orphan", "echo $$; exec sleep 60");
+    let (mut wrapper, command_pid) =
+        start(&etcd, &["--ttl", "2"], "orphan", "echo $$; exec sleep 60");
     let command_pid: u32 = command_pid.parse().unwrap();
     assert!(alive(command_pid));
     wrapper.signal("KILL");
-    drop(wrapper);
+    assert_eq!(wrapper.reap(), -1, "killed by a signal");
 
     // The kernel kills the command as its parent dies; nobody renews the
     // lease, which lapses within the TTL. The contender's command checks
@@ -208,11 +209,11 @@ fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
 #[test]
 fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
     let etcd = Etcd::start();
-    let (wrapper, ready) = start(
+    let (mut wrapper, ready) = start(
         &etcd,
         &["--ttl", "2"],
         "paused",
-        "trap 'echo stopped >&2; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+        &format!("trap 'echo stopped >&2; exit 0' TERM; echo ready; {LOOP}"),
     );
     assert_eq!(ready, "ready");
     // Freeze etcd past the TTL: renewals fail, the deadline approaches, the
@@ -243,11 +244,11 @@ fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_by_the_deadline() {
     let etcd = Etcd::start();
-    let (wrapper, pid) = start(
+    let (mut wrapper, pid) = start(
         &etcd,
         &["--ttl", "2", "--grace", "0.5"],
         "stubborn",
-        "trap '' TERM; echo $$; while :; do sleep 0.05; done",
+        &format!("trap '' TERM; echo $$; {LOOP}"),
     );
     let pid: u32 = pid.parse().unwrap();
     etcd.signal("STOP");
@@ -283,7 +284,8 @@ fn an_unreachable_etcd_is_a_clear_error() {
 fn a_lapsing_lease_stops_everything_the_command_started() {
     let etcd = Etcd::start();
     // COMMAND starts a background process and waits for it.
-    let (wrapper, background) = start(&etcd, &["--ttl", "2"], "family", "sleep 60 & echo $!; wait");
+    let (mut wrapper, background) =
+        start(&etcd, &["--ttl", "2"], "family", "sleep 60 & echo $!; wait");
     let background: u32 = background.parse().unwrap();
     assert!(alive(background));
     etcd.signal("STOP");
@@ -299,7 +301,7 @@ fn a_lapsing_lease_stops_everything_the_command_started() {
 #[test]
 fn background_processes_left_behind_keep_the_lease_until_they_exit() {
     let etcd = Etcd::start();
-    let (wrapper, line) = start(
+    let (mut wrapper, line) = start(
         &etcd,
         &["--ttl", "3"],
         "leftover",

@@ -2,27 +2,46 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The longest a test waits for a wrapper that should end by itself.
+/// The longest a test waits for a wrapper that should end by itself, or for
+/// its COMMAND to print its first line.
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The signals `lockfile run` forwards to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// The command under test, started with SIGINT, SIGTERM and SIGHUP at their
-/// default disposition whatever the test runner inherited: a runner started
-/// in the background of a script ignores SIGINT, and the wrapper (rightly)
-/// passes an ignored signal on to COMMAND as ignored.
+/// A shell loop for COMMAND that runs a minute at most, sleeping in short
+/// steps so that the shell runs its traps promptly: a test that fails never
+/// leaves a process behind for long.
+pub(crate) const LOOP: &str = "for i in $(seq 1200); do sleep 0.05; done";
+
+/// The command under test, started with SIGINT, SIGTERM, SIGHUP and SIGCHLD
+/// at their default disposition and nothing blocked, whatever the test
+/// runner inherited: a runner started in the background of a script
+/// ignores SIGINT, and the wrapper (rightly) passes an ignored signal on to
+/// COMMAND as ignored.
 pub(crate) fn lockfile() -> Command {
-    with_signals(
-        Command::new(env!("CARGO_BIN_EXE_lockfile")),
-        &FORWARDED,
-        libc::SIG_DFL,
-    )
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockfile"));
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls sigemptyset and pthread_sigmask, which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            match libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) {
+                0 => Ok(()),
+                rc => Err(std::io::Error::from_raw_os_error(rc)),
+            }
+        });
+    }
+    let mut signals = FORWARDED.to_vec();
+    signals.push(libc::SIGCHLD);
+    with_signals(cmd, &signals, libc::SIG_DFL)
 }
 
 /// Makes `cmd` start with `signals` set to `disposition` (SIG_DFL or SIG_IGN).
@@ -55,19 +74,35 @@ pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// Sends `kill -SIG` to `pid`.
-pub(crate) fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([&format!("-{sig}"), &pid.to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -{sig} {pid}");
+/// Sends SIG`name` (`"TERM"`, `"KILL"`, ...) to `pid`.
+pub(crate) fn signal(pid: u32, name: &str) {
+    let sig = match name {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "TERM" => libc::SIGTERM,
+        "KILL" => libc::SIGKILL,
+        "STOP" => libc::SIGSTOP,
+        "CONT" => libc::SIGCONT,
+        _ => panic!("no signal named {name} here"),
+    };
+    let pid = libc::pid_t::try_from(pid).unwrap();
+    // SAFETY: kill(2) takes plain integers.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(
+        rc,
+        0,
+        "kill -{name} {pid}: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
-/// A `lockfile run` in the background, killed when dropped.
+/// A `lockfile run` in the background, in a process group of its own, which
+/// dropping it SIGKILLs whole. Its output goes to files rather than pipes:
+/// a process that COMMAND left behind can never make reading it block.
 pub(crate) struct Background {
-    pub(crate) child: Child,
+    child: Child,
+    stdout: File,
+    stderr: File,
 }
 
 impl Background {
@@ -81,17 +116,22 @@ impl Background {
 
     /// Starts `cmd`, a `lockfile run`, as [`Background::spawn`] does.
     pub(crate) fn start(mut cmd: Command) -> (Background, String) {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+        let stdout = tempfile::tempfile().unwrap();
+        let stderr = tempfile::tempfile().unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(stdout.try_clone().unwrap())
+            .stderr(stderr.try_clone().unwrap())
+            .process_group(0)
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(!line.is_empty(), "the command did not start");
-        (Background { child }, line.trim().to_owned())
+        let mut run = Background {
+            child,
+            stdout,
+            stderr,
+        };
+        let line = run.first_line();
+        (run, line)
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -102,24 +142,44 @@ impl Background {
         signal(self.pid(), sig);
     }
 
-    /// Waits for the wrapper only, not for the pipes it shares with COMMAND.
-    pub(crate) fn reap(mut self) -> i32 {
+    /// Waits for the wrapper only, not for what COMMAND left behind, which
+    /// lives on until this is dropped.
+    pub(crate) fn reap(&mut self) -> i32 {
         self.exit_status().code().unwrap_or(-1)
     }
 
-    /// Waits for the wrapper, and returns its status and its stderr.
-    pub(crate) fn wait(mut self) -> (i32, String) {
+    /// Waits for the wrapper, and returns its status and its stderr; what
+    /// COMMAND left behind lives on until this is dropped.
+    pub(crate) fn wait(&mut self) -> (i32, String) {
         let status = self.exit_status();
-        let mut err = String::new();
-        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut err).unwrap();
-        (status.code().unwrap_or(-1), err)
+        (status.code().unwrap_or(-1), contents(&self.stderr))
     }
-}
 
-impl Background {
+    /// COMMAND's first line of output; a COMMAND that never prints one fails
+    /// the test, saying what the wrapper and its processes were doing.
+    fn first_line(&mut self) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some((line, _)) = contents(&self.stdout).split_once('\n') {
+                return line.trim().to_owned();
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "the command did not start: `lockfile run` ended ({status}): {}",
+                    contents(&self.stderr)
+                );
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the command printed nothing in {PATIENCE:?}; {}",
+                self.diagnosis()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The wrapper's status; a wrapper that is still running after
-    /// [`PATIENCE`] fails the test (and is killed by `drop`) instead of
-    /// hanging it.
+    /// [`PATIENCE`] fails the test instead of hanging it.
     fn exit_status(&mut self) -> ExitStatus {
         let start = Instant::now();
         loop {
@@ -128,17 +188,77 @@ impl Background {
             }
             assert!(
                 start.elapsed() < PATIENCE,
-                "`lockfile run` (pid {}) still runs after {PATIENCE:?}",
-                self.pid()
+                "`lockfile run` still runs after {PATIENCE:?}; {}",
+                self.diagnosis()
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// What a failure message needs: the wrapper's stderr, and the state and
+    /// signal masks of every process in its group.
+    fn diagnosis(&self) -> String {
+        let mut text = format!("its stderr: {:?}", contents(&self.stderr));
+        for pid in group_members(self.pid()) {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let fields: Vec<&str> = status
+                .lines()
+                .filter(|l| {
+                    [
+                        "Name:", "State:", "PPid:", "SigPnd:", "ShdPnd:", "SigBlk:", "SigIgn:",
+                    ]
+                    .iter()
+                    .any(|f| l.starts_with(f))
+                })
+                .collect();
+            text.push_str(&format!("\n  pid {pid}: {}", fields.join(" ")));
+        }
+        text
     }
 }
 
 impl Drop for Background {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // The whole group: COMMAND and anything it started, not only the
+        // wrapper. The group outlives the wrapper while any of them lives,
+        // so its id cannot have been reused meanwhile.
+        let group = libc::pid_t::try_from(self.pid()).unwrap();
+        // SAFETY: kill(2) takes plain integers.
+        unsafe { libc::kill(-group, libc::SIGKILL) };
         let _ = self.child.wait();
     }
+}
+
+/// Everything written to `file` so far, read without moving its offset.
+fn contents(file: &File) -> String {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read_at(&mut chunk, bytes.len() as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The processes whose process group is `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // The fifth field of /proc/PID/stat, after the parenthesised name.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after_name = &stat[stat.rfind(')')? + 1..];
+                    after_name.split_whitespace().nth(2)?.parse::<u32>().ok()
+                })
+                == Some(pgid)
+        })
+        .collect()
 }

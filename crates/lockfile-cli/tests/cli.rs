@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Background, FORWARDED, LOOP, code, lockfile, signal, stderr, with_signals};
+use common::{
+    Background, BoundedOutput, FORWARDED, LOOP, code, lockfile, signal, stderr,
+    wait_within_patience, with_signals,
+};
 
 fn run_output(args: &[&str]) -> Output {
-    lockfile().args(args).output().unwrap()
+    lockfile().args(args).bounded_output()
 }
 
 fn s(p: &Path) -> &str {
@@ -49,8 +52,7 @@ fn inspect_json(path: &Path, extra: &[&str]) -> (i32, Value) {
         .args(["inspect", "--json"])
         .args(extra)
         .arg(path)
-        .output()
-        .unwrap();
+        .bounded_output();
     let value: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("inspect --json printed no JSON ({e}): {}", stderr(&out)));
     (code(&out), value)
@@ -432,8 +434,7 @@ fn log_format_json_writes_the_librarys_events() {
     let out = lockfile()
         .args(["run", s(&lock), "true"])
         .env("LOCKFILE_LOG_FORMAT", "json")
-        .output()
-        .unwrap();
+        .bounded_output();
     assert!(stderr(&out).contains("\"lock_acquired\""));
 }
 
@@ -479,7 +480,8 @@ fn a_closed_stderr_never_gives_up_a_lock_held_by_a_background_process() {
         .spawn()
         .unwrap();
     drop(run.stderr.take());
-    assert_eq!(run.wait().unwrap().code(), Some(0));
+    let status = wait_within_patience(&mut run).expect("`lockfile run` ends");
+    assert_eq!(status.code(), Some(0));
     let out = run_output(&["run", "-n", s(&lock), "true"]);
     assert_eq!(code(&out), 75, "the background sleep still holds the lock");
     let (_, report) = inspect_json(&lock, &[]);

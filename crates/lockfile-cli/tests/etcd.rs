@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{Background, LOOP, code, lockfile, signal, stderr};
+use common::{Background, BoundedOutput, LOOP, code, lockfile, signal, stderr};
 
 /// A single-member etcd of this test's own, killed when dropped.
 struct Etcd {
@@ -79,8 +79,7 @@ impl Etcd {
         lockfile()
             .args(["inspect", "--json", "--etcd", &self.endpoint])
             .args(args)
-            .output()
-            .unwrap()
+            .bounded_output()
     }
 
     fn signal(&self, sig: &str) {
@@ -122,15 +121,13 @@ fn the_command_runs_with_a_fencing_token_and_its_status_passes_through() {
     let out = lockfile()
         .args(["run", "--etcd", &etcd.endpoint, "--ttl", "3", "tokens"])
         .args(["sh", "-c", "echo \"$LOCKFILE_FENCING_TOKEN\"; exit 7"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 7, "{}", stderr(&out));
     let first: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let out = lockfile()
         .args(["run", "--etcd", &etcd.endpoint, "tokens"])
         .args(["sh", "-c", "echo \"$LOCKFILE_FENCING_TOKEN\""])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let second: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     assert!(second > first, "tokens rise: {first} then {second}");
@@ -151,8 +148,7 @@ fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
 
     let out = lockfile()
         .args(["run", "-n", "--etcd", &etcd.endpoint, "nightly", "true"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains(&format!("pid {}", holder.pid())), "{err}");
@@ -172,8 +168,7 @@ fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
 
     let table = lockfile()
         .args(["inspect", "--etcd", &etcd.endpoint, "nightly"])
-        .output()
-        .unwrap();
+        .bounded_output();
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.starts_with("NAME"), "{text}");
     assert!(text.contains("held") && text.contains("report"), "{text}");
@@ -199,8 +194,7 @@ fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
             "-c",
             &format!("if kill -0 {command_pid} 2>/dev/null; then echo alive; else echo gone; fi"),
         ])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "gone");
     assert!(!alive(command_pid));
@@ -236,8 +230,7 @@ fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
             "paused",
             "true",
         ])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
@@ -274,8 +267,7 @@ fn an_unreachable_etcd_is_a_clear_error() {
             "nowhere",
             "true",
         ])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 69, "{}", stderr(&out));
     assert!(stderr(&out).contains("nowhere"), "{}", stderr(&out));
 }
@@ -313,16 +305,14 @@ fn background_processes_left_behind_keep_the_lease_until_they_exit() {
     std::thread::sleep(Duration::from_millis(300));
     let out = lockfile()
         .args(["run", "-n", "--etcd", &etcd.endpoint, "leftover", "true"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     let (status, err) = wrapper.wait();
     assert_eq!(status, 0, "{err}");
     assert!(err.contains("background process"), "{err}");
     let out = lockfile()
         .args(["run", "-n", "--etcd", &etcd.endpoint, "leftover", "true"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 0, "released once they exited: {}", stderr(&out));
 }
 
@@ -331,7 +321,6 @@ fn an_invalid_lease_name_is_a_usage_error() {
     let etcd = Etcd::start();
     let out = lockfile()
         .args(["run", "--etcd", &etcd.endpoint, "../escape", "true"])
-        .output()
-        .unwrap();
+        .bounded_output();
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }

@@ -181,17 +181,12 @@ impl Background {
     /// The wrapper's status; a wrapper that is still running after
     /// [`PATIENCE`] fails the test instead of hanging it.
     fn exit_status(&mut self) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
+        match wait_within_patience(&mut self.child) {
+            Some(status) => status,
+            None => panic!(
                 "`lockfile run` still runs after {PATIENCE:?}; {}",
                 self.diagnosis()
-            );
-            std::thread::sleep(Duration::from_millis(10));
+            ),
         }
     }
 
@@ -225,12 +220,59 @@ impl Drop for Background {
         let group = libc::pid_t::try_from(self.pid()).unwrap();
         // SAFETY: kill(2) takes plain integers.
         unsafe { libc::kill(-group, libc::SIGKILL) };
-        let _ = self.child.wait();
+        let _ = wait_within_patience(&mut self.child);
     }
 }
 
+/// `Command::output`, bounded.
+pub(crate) trait BoundedOutput {
+    /// Runs the command to its end, as `output()` does, except that one
+    /// still running after [`PATIENCE`] fails the test (and is killed)
+    /// instead of hanging it, and that its output goes to files: a process
+    /// it left behind cannot keep the read waiting.
+    fn bounded_output(&mut self) -> Output;
+}
+
+impl BoundedOutput for Command {
+    fn bounded_output(&mut self) -> Output {
+        let stdout = tempfile::tempfile().unwrap();
+        let stderr = tempfile::tempfile().unwrap();
+        let mut child = self
+            .stdin(Stdio::null())
+            .stdout(stdout.try_clone().unwrap())
+            .stderr(stderr.try_clone().unwrap())
+            .spawn()
+            .unwrap();
+        let Some(status) = wait_within_patience(&mut child) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{self:?} still ran after {PATIENCE:?}; its stderr: {}",
+                contents(&stderr)
+            );
+        };
+        Output {
+            status,
+            stdout: bytes(&stdout),
+            stderr: bytes(&stderr),
+        }
+    }
+}
+
+/// `child`'s status, or `None` if it still runs after [`PATIENCE`].
+pub(crate) fn wait_within_patience(child: &mut Child) -> Option<ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < PATIENCE {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
 /// Everything written to `file` so far, read without moving its offset.
-fn contents(file: &File) -> String {
+fn bytes(file: &File) -> Vec<u8> {
     let mut bytes = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -239,7 +281,12 @@ fn contents(file: &File) -> String {
             Ok(n) => bytes.extend_from_slice(&chunk[..n]),
         }
     }
-    String::from_utf8_lossy(&bytes).into_owned()
+    bytes
+}
+
+/// [`bytes`], as text.
+fn contents(file: &File) -> String {
+    String::from_utf8_lossy(&bytes(file)).into_owned()
 }
 
 /// The processes whose process group is `pgid`.

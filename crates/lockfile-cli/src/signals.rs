@@ -177,7 +177,7 @@ pub(crate) fn supervise_leftovers(
 /// foreground group, and so does the SIGHUP that follows a session leader's
 /// exit. A hangup that reaches us as the session leader reached only us.
 fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
-    let session_leader = rustix::process::getsid(None).ok() == Some(rustix::process::getpid());
+    let session_leader = is_session_leader();
     let from_terminal =
         from_kernel && (sig == libc::SIGINT || (sig == libc::SIGHUP && !session_leader));
     if from_terminal {
@@ -189,6 +189,15 @@ fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
             let _ = rustix::process::kill_process(pid, sig);
         }
     }
+}
+
+/// Whether this process leads its session. Not through rustix: in a PID
+/// namespace whose session leader lives outside it (a container, a CI
+/// sandbox), getsid(2) returns 0, which its `Pid` cannot hold (it asserts in
+/// debug builds).
+fn is_session_leader() -> bool {
+    // SAFETY: getsid(0) and getpid() take and return plain integers.
+    unsafe { libc::getsid(0) == libc::getpid() }
 }
 
 /// Every living descendant of this process, read from

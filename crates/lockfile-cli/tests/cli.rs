@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use common::{
-    Background, BoundedOutput, FORWARDED, LOOP, code, lockfile, signal, stderr,
-    wait_within_patience, with_signals,
+    Background, BoundedOutput, FORWARDED, LOOP, code, in_a_standard_state, lockfile, require_root,
+    signal, stderr, wait_within_patience, with_signals,
 };
 
 fn run_output(args: &[&str]) -> Output {
@@ -139,6 +139,35 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_ends() {
             "released after SIG{sig}"
         );
     }
+}
+
+#[test]
+fn signals_are_forwarded_in_a_pid_namespace_that_hides_the_session_leader() {
+    require_root("unshare --pid");
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    // The wrapper as a container's first process: PID 1 of a new PID
+    // namespace, where its session's leader is out of sight and getsid(2)
+    // returns 0.
+    let mut cmd = in_a_standard_state(Command::new("unshare"));
+    cmd.args([
+        "--pid",
+        "--fork",
+        "--kill-child",
+        env!("CARGO_BIN_EXE_lockfile"),
+    ])
+    .args(["run", s(&lock), "sh", "-c"])
+    .arg(format!("trap 'exit 42' TERM; echo ready; {LOOP}"));
+    let (mut run, line) = Background::start(cmd);
+    assert_eq!(line, "ready");
+    let unshare = run.pid();
+    let children =
+        std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap();
+    let wrapper: u32 = children.trim().parse().expect("unshare's one child");
+    signal(wrapper, "TERM");
+    let (code, err) = run.wait();
+    assert_eq!(code, 42, "SIGTERM reached the command: {err}");
+    assert_eq!(inspect_json(&lock, &[]).1[0]["state"], "free");
 }
 
 #[test]

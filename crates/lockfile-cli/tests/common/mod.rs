@@ -26,7 +26,11 @@ pub(crate) const LOOP: &str = "for i in $(seq 1200); do sleep 0.05; done";
 /// ignores SIGINT, and the wrapper (rightly) passes an ignored signal on to
 /// COMMAND as ignored.
 pub(crate) fn lockfile() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockfile"));
+    in_a_standard_state(Command::new(env!("CARGO_BIN_EXE_lockfile")))
+}
+
+/// `cmd`, started as [`lockfile`] starts the command under test.
+pub(crate) fn in_a_standard_state(mut cmd: Command) -> Command {
     // SAFETY: the closure runs in the forked child before exec and only
     // calls sigemptyset and pthread_sigmask, which are async-signal-safe.
     unsafe {
@@ -64,6 +68,16 @@ pub(crate) fn with_signals(
         });
     }
     cmd
+}
+
+/// Fails the test, saying why, unless it runs as root.
+pub(crate) fn require_root(what: &str) {
+    // SAFETY: geteuid(2) takes nothing and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test needs root ({what}); run the test suite as root"
+    );
 }
 
 pub(crate) fn code(out: &Output) -> i32 {

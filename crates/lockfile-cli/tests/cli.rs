@@ -295,6 +295,31 @@ fn the_heartbeat_is_kept_while_the_command_runs() {
 }
 
 #[test]
+fn inspect_in_a_container_finds_a_holder_whose_lock_taker_exited() {
+    require_root("unshare --pid --mount-proc");
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let pid_file = dir.path("sleep.pid");
+    // In a PID namespace with its own /proc, the kernel's lock table prints
+    // no line for a lock whose taker (flock(1) here) exited, although the
+    // background process it started still holds the lock.
+    let script = format!(
+        "flock {lock} -c 'sleep 30 >/dev/null 2>&1 & echo $! > {pids}'; \
+         {bin} inspect --json {lock}; kill $(cat {pids})",
+        lock = s(&lock),
+        pids = s(&pid_file),
+        bin = env!("CARGO_BIN_EXE_lockfile"),
+    );
+    let out = in_a_standard_state(Command::new("unshare"))
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+        .bounded_output();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("inspect --json printed no JSON ({e}): {}", stderr(&out)));
+    assert_eq!(report[0]["state"], "held", "{report}");
+    assert_eq!(report[0]["holders"][0]["command"], "sleep", "{report}");
+}
+
+#[test]
 fn inspect_json_has_the_documented_shape() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");

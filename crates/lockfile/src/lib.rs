@@ -79,6 +79,10 @@
 //! - **Containers.** A lock excludes processes that see the same file (the
 //!   same inode): two containers with separate filesystems do not exclude
 //!   each other. PIDs recorded inside a PID namespace are judged as such.
+//!   Inside a PID namespace the kernel's lock table leaves out a lock whose
+//!   taker has exited, even while a process it started still holds it;
+//!   `inspect` then finds the holder by reading every process's descriptors,
+//!   once per scan.
 //! - **Inherited descriptors.** A child that inherits the lock's descriptor
 //!   holds the lock as long as it lives. The descriptor is opened with
 //!   `O_CLOEXEC`, so only a deliberate hand-over (as `lockfile run` does) passes

@@ -190,14 +190,25 @@ pub(crate) struct KernelLocks {
     inodes: std::collections::HashSet<u64>,
     /// The superblock device of each mount seen, from `/proc/self/mountinfo`.
     mounts: std::sync::OnceLock<HashMap<u64, u64>>,
+    /// Whether the table leaves out locks whose taker is gone: it does in
+    /// any PID namespace but the first (a container's), and shows them there
+    /// only in the descriptors that still hold them.
+    hides_orphaned_locks: bool,
+    /// Who has which file open, read on first need when the table hides
+    /// orphaned locks.
+    open_files: std::sync::OnceLock<OpenFiles>,
 }
+
+/// The inode of the first PID namespace, the kernel's `PROC_PID_INIT_INO`.
+const INIT_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 
 /// Whether the kernel lock on a file is held, and by whom.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum KernelHold {
     Free,
     /// Held. The PIDs are the processes that took the lock, as the kernel
-    /// recorded them; a non-positive PID is one not visible from here.
+    /// recorded them; a non-positive PID is one not visible from here. For a
+    /// lock the table left out, they are the processes holding it.
     Held(Vec<i64>),
 }
 
@@ -206,7 +217,10 @@ impl KernelLocks {
     ///
     /// When `/proc/locks` cannot be read (no `/proc` mounted).
     pub(crate) fn snapshot() -> io::Result<KernelLocks> {
-        let mut locks = KernelLocks::default();
+        let mut locks = KernelLocks {
+            hides_orphaned_locks: pid_namespace(None).is_some_and(|ns| ns != INIT_PID_NAMESPACE),
+            ..KernelLocks::default()
+        };
         let (table, consistent) = read_lock_table()?;
         locks.add(&table);
         if !consistent {
@@ -237,11 +251,30 @@ impl KernelLocks {
 
     /// Who holds the `flock` lock on `file` (whose `stat` says dev, ino).
     pub(crate) fn hold(&self, file: &File, dev: u64, ino: u64) -> KernelHold {
-        if !self.inodes.contains(&ino) {
-            return KernelHold::Free;
-        }
-        match self.held.get(&(self.table_device(file, dev), ino)) {
+        let listed = self
+            .inodes
+            .contains(&ino)
+            .then(|| self.held.get(&(self.table_device(file, dev), ino)))
+            .flatten();
+        match listed {
             Some(pids) => KernelHold::Held(pids.clone()),
+            // In a container the kernel prints no line for a lock whose
+            // taker exited while a child it started still holds it (the
+            // taker's PID no longer translates into this namespace). Only
+            // the descriptors tell; walking them costs a scan of every
+            // process, done once per snapshot and short in a container.
+            None if self.hides_orphaned_locks => {
+                let open = self.open_files.get_or_init(open_files);
+                let holders: Vec<i64> = holding_among(open, dev, ino)
+                    .into_iter()
+                    .map(i64::from)
+                    .collect();
+                if holders.is_empty() {
+                    KernelHold::Free
+                } else {
+                    KernelHold::Held(holders)
+                }
+            }
             None => KernelHold::Free,
         }
     }
@@ -334,12 +367,47 @@ fn read_lock_table() -> io::Result<(Vec<u8>, bool)> {
 /// every process's descriptors, so it is only used when the recorded taker is
 /// gone. Processes we may not look into are skipped.
 pub(crate) fn processes_holding(dev: u64, ino: u64) -> Vec<u32> {
+    holding_among(&open_files(), dev, ino)
+}
+
+/// Which process has each regular file open, by (stat device, inode).
+type OpenFiles = HashMap<(u64, u64), Vec<u32>>;
+
+/// Every process's open regular files, from `/proc/PID/fd`. Processes we may
+/// not look into are skipped.
+fn open_files() -> OpenFiles {
+    let mut open = OpenFiles::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return open;
     };
-    procs
+    for pid in procs
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+    {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            // stat() follows the magic link to the open file itself.
+            if let Ok(m) = std::fs::metadata(fd.path())
+                && m.is_file()
+            {
+                let pids = open.entry((m.dev(), m.ino())).or_default();
+                if !pids.contains(&pid) {
+                    pids.push(pid);
+                }
+            }
+        }
+    }
+    open
+}
+
+/// The processes among those with (dev, ino) open that hold its lock.
+fn holding_among(open: &OpenFiles, dev: u64, ino: u64) -> Vec<u32> {
+    open.get(&(dev, ino))
+        .into_iter()
+        .flatten()
+        .copied()
         .filter(|&pid| process_holds(pid, dev, ino))
         .collect()
 }

@@ -191,10 +191,10 @@ fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
     }
 }
 
-/// Whether this process leads its session. Not through rustix: in a PID
-/// namespace whose session leader lives outside it (a container, a CI
-/// sandbox), getsid(2) returns 0, which its `Pid` cannot hold (it asserts in
-/// debug builds).
+/// Whether this process leads its session. Not through rustix: getsid(2)
+/// returns 0 in session 0 (that of a process started by init without
+/// setsid) and in a PID namespace whose session leader lives outside it (a
+/// container), and rustix's `Pid` cannot hold 0 (it asserts in debug builds).
 fn is_session_leader() -> bool {
     // SAFETY: getsid(0) and getpid() take and return plain integers.
     unsafe { libc::getsid(0) == libc::getpid() }

@@ -130,15 +130,7 @@ impl Background {
 
     /// Starts `cmd`, a `lockfile run`, as [`Background::spawn`] does.
     pub(crate) fn start(mut cmd: Command) -> (Background, String) {
-        let stdout = tempfile::tempfile().unwrap();
-        let stderr = tempfile::tempfile().unwrap();
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(stdout.try_clone().unwrap())
-            .stderr(stderr.try_clone().unwrap())
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        let (child, stdout, stderr) = spawn_writing_to_files(cmd.process_group(0));
         let mut run = Background {
             child,
             stdout,
@@ -249,14 +241,7 @@ pub(crate) trait BoundedOutput {
 
 impl BoundedOutput for Command {
     fn bounded_output(&mut self) -> Output {
-        let stdout = tempfile::tempfile().unwrap();
-        let stderr = tempfile::tempfile().unwrap();
-        let mut child = self
-            .stdin(Stdio::null())
-            .stdout(stdout.try_clone().unwrap())
-            .stderr(stderr.try_clone().unwrap())
-            .spawn()
-            .unwrap();
+        let (mut child, stdout, stderr) = spawn_writing_to_files(self);
         let Some(status) = wait_within_patience(&mut child) else {
             let _ = child.kill();
             let _ = child.wait();
@@ -271,6 +256,20 @@ impl BoundedOutput for Command {
             stderr: bytes(&stderr),
         }
     }
+}
+
+/// Spawns `cmd` with no stdin, its stdout and stderr going to anonymous
+/// files, which are returned for reading.
+fn spawn_writing_to_files(cmd: &mut Command) -> (Child, File, File) {
+    let stdout = tempfile::tempfile().unwrap();
+    let stderr = tempfile::tempfile().unwrap();
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(stdout.try_clone().unwrap())
+        .stderr(stderr.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    (child, stdout, stderr)
 }
 
 /// `child`'s status, or `None` if it still runs after [`PATIENCE`].

@@ -218,7 +218,9 @@ impl KernelLocks {
     /// When `/proc/locks` cannot be read (no `/proc` mounted).
     pub(crate) fn snapshot() -> io::Result<KernelLocks> {
         let mut locks = KernelLocks {
-            hides_orphaned_locks: pid_namespace(None).is_some_and(|ns| ns != INIT_PID_NAMESPACE),
+            hides_orphaned_locks: super::process_identity()
+                .pid_namespace
+                .is_some_and(|ns| ns != INIT_PID_NAMESPACE),
             ..KernelLocks::default()
         };
         let (table, consistent) = read_lock_table()?;

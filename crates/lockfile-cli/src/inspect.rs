@@ -137,7 +137,17 @@ fn print_table(outcomes: &[Outcome]) {
                     r.findings
                         .iter()
                         .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
-                        .chain(r.content_error.iter().map(|e| format!("  note: {e}")))
+                        .chain(
+                            r.no_record
+                                .iter()
+                                .map(|why| format!("  note: no owner record: {why}")),
+                        )
+                        .chain(
+                            r.content_error
+                                .iter()
+                                .filter(|_| r.no_record.is_none())
+                                .map(|e| format!("  note: {e}")),
+                        )
                         .collect(),
                 );
             }

@@ -25,7 +25,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let mut opts = LockOptions::new();
-    opts.job(job).heartbeat_interval(args.heartbeat);
+    // As flock(1) does, lock any file we may open: one whose content is not
+    // ours (a script that locks itself) or that we may only read is locked
+    // read-only and left byte for byte as it is.
+    opts.job(job)
+        .heartbeat_interval(args.heartbeat)
+        .record_optional(true);
     let acquired = if args.nonblock {
         opts.try_acquire(&args.lockfile)
     } else {
@@ -112,7 +117,11 @@ fn run_locked(
     drop(inherited);
     let child_pid = child?;
 
-    let interval = args.heartbeat;
+    // A file without our record is not ours to touch: no heartbeat.
+    let interval = match guard.no_record() {
+        None => args.heartbeat,
+        Some(_) => std::time::Duration::MAX,
+    };
     let status = signals::supervise(&signals, child_pid, signals::after(interval), || {
         if let Err(e) = guard.heartbeat() {
             errln!("lockfile: {e}");
@@ -200,9 +209,11 @@ fn conflict_line(path: &Path, err: &Error) -> String {
 fn describe_holder(err: &Error, report: Option<&LockReport>) -> String {
     let released = report.is_some_and(|r| r.released);
     let owner = err.owner().filter(|_| !released);
-    let mut text = match owner {
-        Some(o) => o.to_string(),
-        None => "a process that wrote no owner record".to_owned(),
+    let no_record = report.and_then(|r| r.no_record);
+    let mut text = match (owner, no_record) {
+        (Some(o), _) => o.to_string(),
+        (None, Some(why)) => format!("a process that keeps no owner record there ({why})"),
+        (None, None) => "a process that wrote no owner record".to_owned(),
     };
     if let Some(report) = report {
         let kernel: Vec<String> = report

@@ -3,39 +3,16 @@
 mod common;
 
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use common::{
-    Background, BoundedOutput, FORWARDED, LOOP, code, in_a_standard_state, lockfile, require_root,
-    signal, stderr, wait_within_patience, with_signals,
+    Background, BoundedOutput, Dir, FORWARDED, LOOP, code, in_a_standard_state, inspect_json,
+    lockfile, require_root, run_output, s, signal, stderr, wait_within_patience, with_signals,
 };
-
-fn run_output(args: &[&str]) -> Output {
-    lockfile().args(args).bounded_output()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-struct Dir {
-    tmp: tempfile::TempDir,
-}
-
-impl Dir {
-    fn new() -> Dir {
-        Dir {
-            tmp: tempfile::tempdir().unwrap(),
-        }
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.tmp.path().join(name)
-    }
-}
 
 /// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
 /// first.
@@ -45,17 +22,6 @@ fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
     let (run, line) = Background::spawn(&args);
     assert_eq!(line, "ready", "the command did not start");
     run
-}
-
-fn inspect_json(path: &Path, extra: &[&str]) -> (i32, Value) {
-    let out = lockfile()
-        .args(["inspect", "--json"])
-        .args(extra)
-        .arg(path)
-        .bounded_output();
-    let value: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("inspect --json printed no JSON ({e}): {}", stderr(&out)));
-    (code(&out), value)
 }
 
 fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {

@@ -155,6 +155,24 @@ pub enum Error {
         /// What was found: "directory", "FIFO", "character device", ...
         kind: &'static str,
     },
+    /// The lock file holds content that is not ours (a script, data, another
+    /// tool's lock or PID file), and the lock was to carry an owner record.
+    /// Nothing was written. [`LockOptions::record_optional`] takes such a
+    /// lock without a record, leaving the file byte for byte as it is.
+    ///
+    /// [`LockOptions::record_optional`]: crate::LockOptions::record_optional
+    #[error(
+        "refusing to write an owner record into `{}`: it holds {size} bytes that are not one of ours (beginning \"{preview}\"); lock it without a record (LockOptions::record_optional), or use a lock file of its own",
+        path.display()
+    )]
+    ForeignContent {
+        /// The lock file.
+        path: PathBuf,
+        /// The file's size in bytes.
+        size: u64,
+        /// Its first bytes, escaped for printing.
+        preview: String,
+    },
     /// Any other I/O failure.
     #[error("cannot {op} `{}`: {source}", path.display())]
     Io {
@@ -220,6 +238,7 @@ impl Error {
             | Error::LockUnsupported { path, .. }
             | Error::Symlink { path, .. }
             | Error::NotRegularFile { path, .. }
+            | Error::ForeignContent { path, .. }
             | Error::Io { path, .. } => path,
         }
     }

@@ -1,14 +1,13 @@
 //! `LockGuard`: a held kernel lock plus the owner record written through it.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::io;
+use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use crate::error::Operation;
-use crate::record::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};
+use crate::record::{LockDocument, NoRecord, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
 use crate::{Error, Holder, LockOptions, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
@@ -24,6 +23,9 @@ pub struct LockGuard {
     file: File,
     path: PathBuf,
     doc: LockDocument,
+    /// Why the file holds no record of ours, when it holds none: then this
+    /// guard never writes a byte into it, nor sets its times.
+    no_record: Option<NoRecord>,
     remove_on_release: bool,
     /// Set once the descriptor was shared with children
     /// ([`LockGuard::share_with_children`]): from then on this process only
@@ -34,13 +36,25 @@ pub struct LockGuard {
     done: bool,
 }
 
-pub(crate) enum Wait {
-    No,
-    Forever,
-    Until(Instant),
-}
-
 impl LockGuard {
+    pub(crate) fn new(
+        file: File,
+        path: PathBuf,
+        doc: LockDocument,
+        no_record: Option<NoRecord>,
+        remove_on_release: bool,
+    ) -> LockGuard {
+        LockGuard {
+            file,
+            path,
+            doc,
+            no_record,
+            remove_on_release,
+            shared: false,
+            done: false,
+        }
+    }
+
     /// Takes the lock at `path`, waiting as long as it takes. Same as
     /// `LockOptions::new().acquire(path)`.
     ///
@@ -92,8 +106,23 @@ impl LockGuard {
     }
 
     /// The owner record written when the lock was taken.
+    ///
+    /// When the file holds no record ([`no_record`](Self::no_record) says
+    /// why), this is who the guard is (its token identifies the run), but it
+    /// was not written anywhere.
     pub fn record(&self) -> &OwnerRecord {
         &self.doc.owner
+    }
+
+    /// Why the lock file carries no record of ours, or `None` when it does.
+    ///
+    /// Only a lock taken with
+    /// [`record_optional`](LockOptions::record_optional) can lack one. Such a
+    /// guard never writes into the file: [`heartbeat`](Self::heartbeat) and
+    /// [`record_success`](Self::record_success) do nothing, and release
+    /// only unlocks.
+    pub fn no_record(&self) -> Option<NoRecord> {
+        self.no_record
     }
 
     /// The lock file's path.
@@ -115,10 +144,16 @@ impl LockGuard {
     /// reports a held lock whose heartbeat went quiet as `heartbeat_silent`:
     /// a hung owner.
     ///
+    /// A guard without a record ([`no_record`](Self::no_record)) leaves the
+    /// file's times alone: the file is not ours.
+    ///
     /// # Errors
     ///
     /// [`Error`] with [`Operation::Heartbeat`] when the time cannot be set.
     pub fn heartbeat(&self) -> Result<()> {
+        if self.no_record.is_some() {
+            return Ok(());
+        }
         sys::touch(&self.file, SystemTime::now())
             .map_err(|e| Error::from_io(Operation::Heartbeat, &self.path, e))?;
         tracing::trace!(name: "heartbeat", event = "heartbeat", path = %self.path.display());
@@ -129,10 +164,16 @@ impl LockGuard {
     /// (`inspect` with `expect_every`, `lockfile check`). The time is kept by
     /// later holders until one of them records a newer success.
     ///
+    /// A guard without a record ([`no_record`](Self::no_record)) has nowhere
+    /// to keep it: the call writes nothing.
+    ///
     /// # Errors
     ///
     /// [`Error`] with [`Operation::Write`] when the record cannot be written.
     pub fn record_success(&mut self) -> Result<()> {
+        if self.no_record.is_some() {
+            return Ok(());
+        }
         self.doc.last_success = Some(crate::record::now());
         let mut buf = Vec::new();
         self.doc.encode_into(&mut buf);
@@ -221,11 +262,16 @@ impl LockGuard {
 
     fn release_inner(&mut self) -> Result<()> {
         self.done = true;
-        let marked = self
-            .file
-            .write_all_at(RELEASED_TRUE, RELEASED_FLAG_OFFSET as u64)
-            .map_err(|e| Error::from_io(Operation::Write, &self.path, e));
-        let removed = if self.remove_on_release && !self.shared {
+        let recorded = self.no_record.is_none();
+        let marked = if recorded {
+            self.file
+                .write_all_at(RELEASED_TRUE, RELEASED_FLAG_OFFSET as u64)
+                .map_err(|e| Error::from_io(Operation::Write, &self.path, e))
+        } else {
+            Ok(())
+        };
+        // A file that is not ours is never removed.
+        let removed = if self.remove_on_release && !self.shared && recorded {
             self.remove_while_locked()
         } else {
             Ok(())
@@ -286,178 +332,4 @@ impl AsRawFd for LockGuard {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
-}
-
-/// Opens (creating if needed) the lock file without following a symlink and
-/// without blocking on a FIFO, and refuses anything but a regular file.
-fn open_lock_file(path: &Path, mode: u32) -> Result<(File, sys::Identity)> {
-    let file = sys::open_noatime(path, |path, extra| {
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .mode(mode)
-            // std adds O_CLOEXEC. O_NONBLOCK: opening a FIFO must not hang.
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | extra)
-            .open(path)
-    })
-    .map_err(|e| Error::from_io(Operation::Open, path, e))?;
-    let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
-    if !id.is_regular() {
-        return Err(Error::NotRegularFile {
-            op: Operation::Open,
-            path: path.to_path_buf(),
-            kind: sys::file_kind(id.kind),
-        });
-    }
-    Ok((file, id))
-}
-
-/// Reads the owner record of a lock someone else holds, for the error.
-/// Records are 512 bytes: a small stack buffer serves, and only a full one
-/// (a long job name, or debris) costs a larger read.
-fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
-    let mut small = [0u8; sys::SMALL_READ];
-    let content = sys::read_content(file, &mut small).ok()?;
-    LockDocument::decode(&content)
-        .ok()
-        .map(|doc| Box::new(doc.owner))
-}
-
-/// Emits `lock_contended` before a wait, reading the holder's record only
-/// when someone listens.
-fn report_contention(path: &Path, file: &File) {
-    if tracing::enabled!(tracing::Level::INFO) {
-        let _ = contended(path, file);
-    }
-}
-
-fn contended(path: &Path, file: &File) -> Error {
-    let owner = read_owner(file);
-    if let Some(o) = &owner {
-        tracing::info!(
-            name: "lock_contended",
-            event = "lock_contended",
-            path = %path.display(),
-            holder_pid = o.pid,
-            holder_host = %o.hostname,
-            holder_age_s = o.age(SystemTime::now()).as_secs(),
-        );
-    } else {
-        tracing::info!(name: "lock_contended", event = "lock_contended", path = %path.display());
-    }
-    Error::Contended {
-        path: path.to_path_buf(),
-        owner,
-    }
-}
-
-pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
-    let started = Instant::now();
-    loop {
-        let (file, id) = open_lock_file(path, opts.mode)?;
-        let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::Error(e)) => return Err(lock_err(e)),
-            Err(TryLockError::WouldBlock) => match wait {
-                Wait::No => return Err(contended(path, &file)),
-                Wait::Forever => {
-                    report_contention(path, &file);
-                    loop {
-                        match file.lock() {
-                            Ok(()) => break,
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(lock_err(e)),
-                        }
-                    }
-                }
-                Wait::Until(deadline) => {
-                    report_contention(path, &file);
-                    if !sys::lock_until(&file, deadline).map_err(lock_err)? {
-                        return Err(Error::Timeout {
-                            path: path.to_path_buf(),
-                            waited: started.elapsed(),
-                            owner: read_owner(&file),
-                        });
-                    }
-                }
-            },
-        }
-        // Re-check the inode: the path may have been unlinked (by reap, or a
-        // release that removes) or replaced while we waited. A lock on a file
-        // that no longer has this name excludes nobody.
-        match sys::identity_at(path) {
-            Ok(at_path) if at_path.same_file(&id) => {}
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
-        }
-        return match write_record(opts, path, &file, started) {
-            Ok(doc) => Ok(LockGuard {
-                file,
-                path: path.to_path_buf(),
-                doc,
-                remove_on_release: opts.remove_on_release,
-                shared: false,
-                done: false,
-            }),
-            Err(e) => {
-                // No lock without a record is left behind by a failed
-                // acquire. Unlock before closing: a child that another thread
-                // forked meanwhile shares the descriptor until its exec, and
-                // closing alone would leave the lock held until then.
-                let _ = file.unlock();
-                Err(e)
-            }
-        };
-    }
-}
-
-/// Writes our record over the previous one, carrying its last success along.
-fn write_record(
-    opts: &LockOptions,
-    path: &Path,
-    file: &File,
-    started: Instant,
-) -> Result<LockDocument> {
-    let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
-    let mut small = [0u8; sys::SMALL_READ];
-    let previous = sys::read_content(file, &mut small)
-        .map_err(|e| Error::from_io(Operation::Read, path, e))?;
-    let previous = &previous[..];
-    // Parse the previous document only when it has something to carry (a
-    // success) or to report (an owner that died holding the lock); the
-    // common case, our own released record without a success, costs no
-    // parse. A document that does not parse carries nothing: debris must not
-    // hand a "success" to the silence alarm.
-    let previous_doc = peek(previous)
-        .filter(|p| p.has_success || !p.released)
-        .and_then(|_| LockDocument::decode(previous).ok());
-    let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
-    let dead_owner = previous_doc
-        .filter(|doc| !doc.released)
-        .map(|doc| doc.owner);
-    let owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
-    let doc = LockDocument::new(owner, last_success);
-    let mut buf = Vec::with_capacity(512);
-    doc.encode_into(&mut buf);
-    file.write_all_at(&buf, 0).map_err(write_err)?;
-    // The previous content might be longer (a larger record, or debris): cut
-    // it off.
-    if previous.len() > buf.len() {
-        file.set_len(buf.len() as u64).map_err(write_err)?;
-    }
-    tracing::info!(
-        name: "lock_acquired",
-        event = "lock_acquired",
-        path = %path.display(),
-        pid = doc.owner.pid,
-        token = %doc.owner.token,
-        job = doc.owner.job.as_deref().unwrap_or(""),
-        waited_ms = started.elapsed().as_millis() as u64,
-        previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
-        previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
-    );
-    Ok(doc)
 }

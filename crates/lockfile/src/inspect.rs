@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Serialize, Serializer};
 
 use crate::error::Operation;
-use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
+use crate::record::{Content, DecodeError, LockDocument, MAX_RECORD_BYTES, NoRecord};
 use crate::sys::{self, KernelHold, KernelLocks, ProcessIdentity};
 use crate::{Error, OwnerRecord, Result};
 
@@ -304,6 +304,13 @@ pub struct LockReport {
     /// Why the content is not a record, for `Debris` (and for a held file
     /// whose holder wrote none).
     pub content_error: Option<DecodeError>,
+    /// What the file holds: a record of ours, nothing, a torn record, or
+    /// someone else's content. `None` when there is no file.
+    pub content: Option<Content>,
+    /// Why the file carries no record of its holders, when that is by
+    /// design: its content is not ours, or they hold it read-only. Such
+    /// holders raise no `holder_mismatch` or `owner_dead` finding.
+    pub no_record: Option<NoRecord>,
     /// Everything worth telling, most severe first.
     pub findings: Vec<Finding>,
 }
@@ -339,6 +346,8 @@ impl Serialize for LockReport {
             last_success: Option<SystemTime>,
             size: u64,
             content_error: Option<String>,
+            content: Option<Content>,
+            no_record: Option<NoRecord>,
             findings: Vec<FindingJson<'a>>,
         }
         ReportJson {
@@ -353,6 +362,8 @@ impl Serialize for LockReport {
             last_success: self.last_success,
             size: self.size,
             content_error: self.content_error.as_ref().map(ToString::to_string),
+            content: self.content,
+            no_record: self.no_record,
             findings: self
                 .findings
                 .iter()
@@ -654,6 +665,8 @@ fn empty_report(path: &Path) -> LockReport {
         size: 0,
         modified: None,
         content_error: None,
+        content: None,
+        no_record: None,
         findings: Vec::new(),
     }
 }
@@ -688,6 +701,7 @@ impl Scan<'_> {
         // At most MAX_RECORD_BYTES + 1 bytes were read: a larger file
         // decodes as too large.
         let decoded = LockDocument::decode(&self.buf[..n]);
+        report.content = Some(Content::from_decoded(&decoded));
         let (doc, content_error) = match decoded {
             Ok(doc) => (Some(doc), None),
             Err(e) => (None, Some(e)),
@@ -730,23 +744,27 @@ impl Scan<'_> {
             report.holders = holders(pids, meta.dev(), meta.ino());
         }
         report.content_error = content_error.filter(|e| *e != DecodeError::Empty);
+        report.no_record = self.no_record(doc.as_ref(), report, meta.dev(), meta.ino());
         if let Some(doc) = doc {
             report.released = doc.released;
             report.last_success = doc.last_success;
-            if !doc.released {
+            // A record that the holders could not have written (they hold
+            // the file read-only) is history, no evidence against them.
+            if !doc.released && report.no_record.is_none() {
                 report.age = Some(doc.owner.age(self.now));
                 report.heartbeat_age = report
                     .modified
                     .map(|m| self.now.duration_since(m).unwrap_or_default());
                 self.owner_findings(&doc.owner, liveness, report);
             }
-            if report.state == LockState::Held {
+            if report.state == LockState::Held && report.no_record.is_none() {
                 self.holder_findings(&doc, report);
             }
             report.owner = Some(doc.owner);
-        } else if report.state == LockState::Held {
-            // Held, and no record at all: flock(1), or another program that
-            // locks the file without writing one.
+        } else if report.state == LockState::Held && report.no_record.is_none() {
+            // Held, and no record at all, by a holder that could have written
+            // one: another program that locks the file read-write without
+            // writing a record, or an acquire caught between lock and write.
             report.findings.push(Finding::HolderMismatch {
                 recorded_pid: None,
                 holders: report.holders.clone(),
@@ -762,6 +780,37 @@ impl Scan<'_> {
             });
         }
         Ok(Verdict::Settled)
+    }
+
+    /// Why the file carries no record of its holders, when that is by design:
+    /// its content is not ours, or every holder holds it read-only (flock(1),
+    /// or `lockfile run` on a file it may not write) and so could not have
+    /// written the record in the file, if any.
+    fn no_record(
+        &self,
+        doc: Option<&LockDocument>,
+        report: &LockReport,
+        dev: u64,
+        ino: u64,
+    ) -> Option<NoRecord> {
+        if report.content == Some(Content::Foreign) {
+            return Some(NoRecord::ForeignContent);
+        }
+        if report.state != LockState::Held || report.holders.is_empty() {
+            return None;
+        }
+        let owner_holds = doc.is_some_and(|d| {
+            !d.released
+                && report
+                    .holders
+                    .iter()
+                    .any(|h| holder_is_owner(h.pid, &d.owner, &self.me))
+        });
+        let read_only = report
+            .holders
+            .iter()
+            .all(|h| sys::process_hold_access(h.pid, dev, ino) == Some(sys::HoldAccess::ReadOnly));
+        (!owner_holds && read_only).then_some(NoRecord::ReadOnly)
     }
 
     /// Whether the first `n` bytes read into `self.buf` are no longer the file's.

@@ -70,6 +70,19 @@
 //! time; release marks the record released rather than erasing it, so the
 //! last owner stays visible.
 //!
+//! # Files that are not ours
+//!
+//! A record is written only into a file that is empty or already holds a
+//! record of ours (or a torn one: cut short, or zero-filled by a crash). Any
+//! other content ([`Content::Foreign`]) belongs to someone else: a script that
+//! locks itself, as in flock(1)'s manual, a data file, another tool's lock.
+//! By default acquiring such a file fails with [`Error::ForeignContent`] and
+//! writes nothing. With [`LockOptions::record_optional`] it is locked through a
+//! read-only descriptor and left byte for byte as it is (so that the script
+//! can still be executed), and so is a file this process may only read. The
+//! guard then says why there is no record ([`LockGuard::no_record`]), and
+//! writes nothing, ever: no heartbeat, no success, no release mark.
+//!
 //! # Caveats
 //!
 //! - **Network filesystems.** `flock` on NFS is emulated with byte-range
@@ -119,6 +132,7 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod acquire;
 mod dir;
 mod error;
 mod guard;
@@ -136,4 +150,4 @@ pub use inspect::{
 };
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
-pub use record::{DecodeError, FORMAT_VERSION, OwnerRecord, decode_record};
+pub use record::{Content, DecodeError, FORMAT_VERSION, NoRecord, OwnerRecord, decode_record};

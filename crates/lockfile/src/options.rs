@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::guard::{self, Wait};
+use crate::acquire::{self, Wait};
 use crate::{LockGuard, Result};
 
 /// Options for taking a lock; finish with [`acquire`](LockOptions::acquire)
@@ -33,6 +33,7 @@ pub struct LockOptions {
     pub(crate) heartbeat_interval: Option<Duration>,
     pub(crate) mode: u32,
     pub(crate) remove_on_release: bool,
+    pub(crate) record_optional: bool,
 }
 
 impl Default for LockOptions {
@@ -50,6 +51,7 @@ impl LockOptions {
             heartbeat_interval: None,
             mode: 0o644,
             remove_on_release: false,
+            record_optional: false,
         }
     }
 
@@ -119,6 +121,35 @@ impl LockOptions {
         self
     }
 
+    /// Whether a file that cannot take an owner record is locked anyway,
+    /// without one, rather than refused.
+    ///
+    /// Two kinds of file cannot take a record:
+    ///
+    /// - a file holding someone else's content (a script that locks itself,
+    ///   as in flock(1)'s manual, a data file, another tool's lock or PID
+    ///   file). Its bytes, size and times are left exactly as they are, and it
+    ///   is locked through a read-only descriptor, so that it can still be
+    ///   executed while locked;
+    /// - a file this process may read but not write (its mode, a read-only
+    ///   mount), which is locked read-only, as flock(1) locks every file.
+    ///
+    /// Exclusion is the same either way: the kernel lock does not care how
+    /// the file was opened. What is lost is what the record gives: `inspect`
+    /// names the holder from the kernel's table but has no job, token or
+    /// heartbeat to show, and no success is recorded.
+    /// [`LockGuard::no_record`] says which case applies.
+    ///
+    /// Default: false. Such files fail with
+    /// [`Error::ForeignContent`](crate::Error::ForeignContent) (nothing
+    /// written), or with the error that refused writing
+    /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied),
+    /// [`Error::ReadOnlyFilesystem`](crate::Error::ReadOnlyFilesystem)).
+    pub fn record_optional(&mut self, optional: bool) -> &mut Self {
+        self.record_optional = optional;
+        self
+    }
+
     /// Takes the lock at `path`, waiting while someone else holds it: as
     /// long as it takes, or up to [`timeout`](LockOptions::timeout).
     ///
@@ -137,7 +168,7 @@ impl LockOptions {
                 .checked_add(t)
                 .map_or(Wait::Forever, Wait::Until),
         };
-        guard::lock(self, path.as_ref(), wait)
+        acquire::lock(self, path.as_ref(), wait)
     }
 
     /// Takes the lock at `path` if nobody holds it, without waiting.
@@ -149,6 +180,6 @@ impl LockOptions {
     /// [`Error`](crate::Error) when the file cannot be opened, locked or
     /// written.
     pub fn try_acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
-        guard::lock(self, path.as_ref(), Wait::No)
+        acquire::lock(self, path.as_ref(), Wait::No)
     }
 }

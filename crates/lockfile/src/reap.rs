@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::error::Operation;
-use crate::inspect::{InspectOptions, LockReport, LockState, open_for_inspect};
+use crate::inspect::{Finding, InspectOptions, LockReport, LockState, open_for_inspect};
 use crate::record::LockDocument;
 use crate::{DecodeError, Error, OwnerRecord, Result, sys};
 
@@ -259,7 +259,7 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, String) {
             let dead = report
                 .findings
                 .iter()
-                .find(|f| f.kind() == "owner_dead")
+                .find(|f| matches!(f, Finding::OwnerDead { .. }))
                 .map(|f| format!(": {f}"))
                 .unwrap_or_default();
             format!("stale: {owner} never released it and nobody holds it{dead}")

@@ -12,8 +12,16 @@ use uuid::Uuid;
 
 use crate::sys;
 
+/// The format version as a literal, so that the record's fixed prefix can be
+/// spelled from it at compile time (see [`RELEASED_PREFIX`]).
+macro_rules! format_version {
+    () => {
+        1
+    };
+}
+
 /// The on-disk format version written into every lock file.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = format_version!();
 
 /// Records are padded with spaces to a multiple of this many bytes, so that
 /// rewriting a record in place almost never needs an `ftruncate`.
@@ -211,7 +219,9 @@ pub(crate) fn peek(bytes: &[u8]) -> Option<Peek> {
 /// Release overwrites these five bytes with `true ` instead of rewriting the
 /// whole record: one small `pwrite`, no serialisation, no allocation.
 pub(crate) const RELEASED_FLAG_OFFSET: usize = RELEASED_PREFIX.len();
-const RELEASED_PREFIX: &str = "{\"format\":1,\"released\":";
+/// How every document this version writes begins; spelled from
+/// [`FORMAT_VERSION`], so a version bump moves the flag with it.
+const RELEASED_PREFIX: &str = concat!("{\"format\":", format_version!(), ",\"released\":");
 pub(crate) const RELEASED_TRUE: &[u8; 5] = b"true ";
 
 impl LockDocument {
@@ -253,18 +263,153 @@ impl LockDocument {
                 "only zero bytes (a write lost in a crash?)".to_owned(),
             ));
         }
-        if !starts_like_a_record(bytes) {
+        let written_by_us = written_by_us(bytes);
+        if !written_by_us && !starts_like_a_record(bytes) {
             return Err(DecodeError::Foreign);
         }
         if bytes.len() > MAX_RECORD_BYTES {
-            return Err(DecodeError::TooLarge(bytes.len()));
+            return Err(if written_by_us {
+                DecodeError::TooLarge(bytes.len())
+            } else {
+                DecodeError::Foreign
+            });
         }
-        let doc: LockDocument =
-            serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))?;
-        if doc.format == 0 {
-            return Err(DecodeError::Malformed("format version 0".to_owned()));
+        match serde_json::from_slice::<LockDocument>(bytes) {
+            Ok(doc) if doc.format == 0 => {
+                Err(DecodeError::Malformed("format version 0".to_owned()))
+            }
+            Ok(doc) => Ok(doc),
+            Err(e) if written_by_us => Err(DecodeError::Malformed(e.to_string())),
+            // JSON that starts with a "format" key but is not a record of
+            // ours (a hand-edited record, or another tool's file) is not ours
+            // to overwrite.
+            Err(_) => Err(DecodeError::Foreign),
         }
-        Ok(doc)
+    }
+}
+
+/// What a lock file holds, as far as writing a record into it goes.
+///
+/// Only [`Content::Foreign`] content is someone else's: a lock on such a file
+/// is taken (when asked to) without writing anything into it, and `reap`
+/// never removes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Content {
+    /// An owner record of ours, released or not.
+    Record,
+    /// Nothing, or only whitespace.
+    Empty,
+    /// A record of ours that a crash or an interrupted write left incomplete
+    /// (or zero-filled): ours to overwrite.
+    Torn,
+    /// Anything else: a script, data, another tool's lock or PID file.
+    Foreign,
+}
+
+impl Content {
+    /// Classifies a lock file's content (its first bytes, as
+    /// [`decode_record`] takes them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfile::Content;
+    /// assert_eq!(Content::of(b""), Content::Empty);
+    /// assert_eq!(Content::of(b"#!/bin/sh\necho hi\n"), Content::Foreign);
+    /// assert_eq!(Content::of(b"{\"format\":1,\"released\":tr"), Content::Torn);
+    /// ```
+    pub fn of(bytes: &[u8]) -> Content {
+        Content::from_decoded(&LockDocument::decode(bytes).map(|_| ()))
+    }
+
+    pub(crate) fn from_decoded<T>(decoded: &Result<T, DecodeError>) -> Content {
+        match decoded {
+            Ok(_) => Content::Record,
+            Err(DecodeError::Empty) => Content::Empty,
+            Err(DecodeError::Malformed(_) | DecodeError::TooLarge(_)) => Content::Torn,
+            Err(DecodeError::Foreign) => Content::Foreign,
+        }
+    }
+
+    /// The name `inspect --json` prints: `record`, `empty`, `torn` or
+    /// `foreign`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Content::Record => "record",
+            Content::Empty => "empty",
+            Content::Torn => "torn",
+            Content::Foreign => "foreign",
+        }
+    }
+}
+
+impl fmt::Display for Content {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a held lock carries no owner record, by design rather than by
+/// accident.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NoRecord {
+    /// The file holds someone else's content, which is never written over.
+    ForeignContent,
+    /// The holder may read the file but not write it (its mode, a read-only
+    /// mount, an executable that is running), and locked it read-only, as
+    /// flock(1) does.
+    ReadOnly,
+}
+
+impl NoRecord {
+    /// The name `inspect --json` prints: `foreign_content` or `read_only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoRecord::ForeignContent => "foreign_content",
+            NoRecord::ReadOnly => "read_only",
+        }
+    }
+}
+
+impl fmt::Display for NoRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NoRecord::ForeignContent => "the file holds content that is not ours",
+            NoRecord::ReadOnly => "its holders locked it read-only",
+        })
+    }
+}
+
+/// Whether `bytes` begin as this crate's encoder begins every document
+/// (`{"format":N,"released":`), or are a beginning of that cut short.
+/// Only such bytes can be a torn record of ours.
+fn written_by_us(bytes: &[u8]) -> bool {
+    const FORMAT_KEY: &[u8] = b"{\"format\":";
+    const RELEASED_KEY: &[u8] = b",\"released\":";
+    // What a cut-short write leaves after the bytes it got out: nothing, or
+    // zeros and padding.
+    let significant = |bytes: &[u8]| -> usize {
+        bytes
+            .iter()
+            .rposition(|b| *b != 0 && !b.is_ascii_whitespace())
+            .map_or(0, |i| i + 1)
+    };
+    match bytes.strip_prefix(FORMAT_KEY) {
+        Some(rest) => {
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            let rest = &rest[digits..];
+            digits > 0
+                && (rest.starts_with(RELEASED_KEY)
+                    || RELEASED_KEY.starts_with(&rest[..significant(rest)]))
+        }
+        None => {
+            let end = significant(bytes);
+            end > 0 && FORMAT_KEY.starts_with(&bytes[..end])
+        }
     }
 }
 
@@ -278,13 +423,15 @@ pub enum DecodeError {
     /// The file is larger than any record this crate writes.
     #[error("the file holds {0} bytes or more, larger than any owner record (at most {max})", max = MAX_RECORD_BYTES)]
     TooLarge(usize),
-    /// The content starts like an owner record but is not one: torn,
-    /// truncated, or edited into something else.
+    /// The content begins as this crate writes every record but is not a
+    /// whole one: torn, truncated, or zero-filled by a crash. Ours to
+    /// overwrite ([`Content::Torn`]).
     #[error("the content is not an owner record: {0}")]
     Malformed(String),
-    /// The content does not even start like an owner record: some other
-    /// tool's file (a `Cargo.lock`, a PID file). `reap` leaves it alone.
-    #[error("the content does not start like an owner record (another tool's file?)")]
+    /// The content is not ours: some other tool's file (a script, a
+    /// `Cargo.lock`, a PID file, JSON of another shape). Acquire never
+    /// writes into it and `reap` leaves it alone ([`Content::Foreign`]).
+    #[error("the content is not an owner record of ours (another tool's file?)")]
     Foreign,
 }
 
@@ -449,18 +596,38 @@ mod tests {
             LockDocument::decode(b"# This file is automatically @generated by Cargo."),
             Err(DecodeError::Foreign)
         );
-        assert!(matches!(
+        // Broken JSON that only looks like a record by hand is not ours to
+        // overwrite; neither is another tool's JSON with a "format" key.
+        assert_eq!(
             LockDocument::decode(b"{\n  \"format\": 1,\n  \"released\": tr"),
-            Err(DecodeError::Malformed(_))
-        ));
+            Err(DecodeError::Foreign)
+        );
+        assert_eq!(
+            LockDocument::decode(b"{\"format\": \"yaml\", \"indent\": 2}"),
+            Err(DecodeError::Foreign)
+        );
+        // A cut short beginning of ours is torn, down to its first bytes.
+        for torn in [
+            &b"{\"form"[..],
+            b"{\"format\":1",
+            b"{\"format\":1,\"rel\0\0",
+        ] {
+            assert!(
+                matches!(LockDocument::decode(torn), Err(DecodeError::Malformed(_))),
+                "{torn:?}"
+            );
+        }
         let huge = vec![b' '; MAX_RECORD_BYTES + 1];
         assert_eq!(LockDocument::decode(&huge), Err(DecodeError::Empty));
         let mut huge = vec![b'x'; MAX_RECORD_BYTES + 1];
-        huge[..9].copy_from_slice(b"{\"format\"");
+        huge[..RELEASED_PREFIX.len()].copy_from_slice(RELEASED_PREFIX.as_bytes());
         assert!(matches!(
             LockDocument::decode(&huge),
             Err(DecodeError::TooLarge(_))
         ));
+        huge[..9].copy_from_slice(b"{\"format\"");
+        huge[9] = b' ';
+        assert_eq!(LockDocument::decode(&huge), Err(DecodeError::Foreign));
     }
 
     #[test]

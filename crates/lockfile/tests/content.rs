@@ -4,9 +4,150 @@
 use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
 
-use lockfile::{Error, LockGuard, LockState};
+use std::fs::{File, FileTimes};
+use std::path::Path;
+use std::time::SystemTime;
 
-use crate::support::{assert_acquirable, lock_path, tempdir};
+use lockfile::{Content, Error, LockGuard, LockOptions, LockState, NoRecord};
+
+use crate::support::{assert_acquirable, lock_path, require_flock, tempdir};
+
+/// A file's bytes, size and modification time: everything a lock must leave
+/// alone in a file that is not ours.
+fn fingerprint(path: &Path) -> (Vec<u8>, u64, SystemTime) {
+    let meta = std::fs::metadata(path).unwrap();
+    (
+        std::fs::read(path).unwrap(),
+        meta.len(),
+        meta.modified().unwrap(),
+    )
+}
+
+/// Writes `content` and sets the modification time well in the past, so that
+/// any write or heartbeat would show.
+fn write_aged(path: &Path, content: &[u8]) {
+    std::fs::write(path, content).unwrap();
+    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+    File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_times(FileTimes::new().set_modified(past).set_accessed(past))
+        .unwrap();
+}
+
+const SCRIPT: &[u8] = b"#!/bin/sh\necho \"ran $0\"\n";
+
+#[test]
+fn foreign_content_is_refused_by_default_and_left_unchanged() {
+    let dir = tempdir();
+    for (name, content) in [
+        ("script.sh", SCRIPT),
+        ("data.lock", &b"precious data\n"[..]),
+        ("pid.lock", b"12345\n"),
+        ("other.lock", b"{\"format\": \"yaml\", \"indent\": 2}\n"),
+    ] {
+        let path = lock_path(&dir, name);
+        write_aged(&path, content);
+        let before = fingerprint(&path);
+        let err = LockGuard::try_acquire(&path).unwrap_err();
+        assert!(
+            matches!(err, Error::ForeignContent { .. }),
+            "{name}: {err:?}"
+        );
+        let message = err.to_string();
+        assert!(message.contains(name), "{message}");
+        assert!(
+            message.contains(&format!("{} bytes", content.len())),
+            "{message}"
+        );
+        let err = LockGuard::acquire(&path).unwrap_err();
+        assert!(
+            matches!(err, Error::ForeignContent { .. }),
+            "{name}: {err:?}"
+        );
+        assert_eq!(fingerprint(&path), before, "{name} changed");
+        // Nothing stays locked after the refusal.
+        File::open(&path).unwrap().try_lock().unwrap();
+        let report = lockfile::inspect(&path).unwrap();
+        assert_eq!(report.content, Some(Content::Foreign), "{name}");
+        assert_eq!(report.no_record, Some(NoRecord::ForeignContent), "{name}");
+    }
+}
+
+#[test]
+fn record_optional_locks_foreign_content_read_only_and_leaves_it_byte_for_byte() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.sh");
+    write_aged(&path, SCRIPT);
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let before = fingerprint(&path);
+
+    let mut guard = LockOptions::new()
+        .record_optional(true)
+        .remove_on_release(true)
+        .heartbeat_interval(Duration::from_secs(1))
+        .try_acquire(&path)
+        .unwrap();
+    assert_eq!(guard.no_record(), Some(NoRecord::ForeignContent));
+    assert!(LockGuard::try_acquire(&path).unwrap_err().is_contended());
+    guard.heartbeat().unwrap();
+    guard.record_success().unwrap();
+    // Linux refuses to execute a file that anyone holds open for writing:
+    // the script that locks itself still runs.
+    let out = std::process::Command::new(&path).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ran "));
+
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(report.content, Some(Content::Foreign));
+    assert_eq!(report.no_record, Some(NoRecord::ForeignContent));
+    assert!(report.owner.is_none());
+    assert_eq!(report.holders[0].pid, std::process::id());
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+
+    guard.release().unwrap();
+    assert!(path.exists(), "a file that is not ours is never removed");
+    assert_eq!(fingerprint(&path), before, "the file changed");
+    assert_acquirable_without_record(&path);
+}
+
+fn assert_acquirable_without_record(path: &Path) {
+    let guard = LockOptions::new()
+        .record_optional(true)
+        .try_acquire(path)
+        .unwrap();
+    assert!(guard.no_record().is_some());
+    drop(guard);
+}
+
+#[test]
+fn a_held_empty_file_locked_read_only_by_flock_1_raises_no_finding() {
+    require_flock();
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    std::fs::write(&path, "").unwrap();
+    let mut flock = std::process::Command::new("flock")
+        .arg(&path)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let report = loop {
+        let report = lockfile::inspect(&path).unwrap();
+        if report.state == LockState::Held || started.elapsed() > Duration::from_secs(20) {
+            break report;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let _ = flock.kill();
+    let _ = flock.wait();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(report.content, Some(Content::Empty));
+    assert_eq!(report.no_record, Some(NoRecord::ReadOnly));
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+}
 
 #[test]
 fn a_symlink_at_the_lock_path_is_refused_and_the_victim_is_unchanged() {
@@ -49,15 +190,16 @@ fn an_empty_file_is_free() {
 }
 
 #[test]
-fn a_malformed_file_is_debris_and_the_next_acquire_replaces_it() {
+fn a_torn_record_is_debris_and_the_next_acquire_replaces_it() {
     let dir = tempdir();
     let path = lock_path(&dir, "job.lock");
-    let mut junk = b"{\"pid\": 12, \"truncated".to_vec();
+    let mut junk = b"{\"format\":1,\"released\":false,\"owner\":{\"pid\": 12, \"truncated".to_vec();
     junk.extend_from_slice(&[0xff, 0x00, 0xfe]);
     junk.resize(10_000, b'x');
     std::fs::write(&path, &junk).unwrap();
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Debris);
+    assert_eq!(report.content, Some(Content::Torn));
     assert!(report.content_error.is_some());
 
     let guard = LockGuard::try_acquire(&path).unwrap();

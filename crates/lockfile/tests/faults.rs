@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use lockfile::{Error, LockGuard, LockState, ReapAction, ReapOptions};
+use lockfile::{Error, LockGuard, LockOptions, LockState, NoRecord, ReapAction, ReapOptions};
 
 use crate::support::{ChildHolder, assert_acquirable, leave_background_holder, lock_path, tempdir};
 
@@ -181,6 +181,55 @@ fn a_read_only_filesystem_is_named_as_such() {
     // Inspecting only reads, so it still works.
     assert_eq!(lockfile::inspect(&existing).unwrap().state, LockState::Free);
     fs.remount("rw");
+}
+
+#[test]
+fn a_file_on_a_read_only_filesystem_is_locked_read_only_when_the_record_is_optional() {
+    let fs = Tmpfs::mount("size=64k");
+    let path = fs.path("job.lock");
+    LockGuard::acquire(&path).unwrap().release().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    fs.remount("ro");
+    let guard = LockOptions::new()
+        .record_optional(true)
+        .try_acquire(&path)
+        .unwrap();
+    assert_eq!(guard.no_record(), Some(NoRecord::ReadOnly));
+    guard.heartbeat().unwrap();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(report.no_record, Some(NoRecord::ReadOnly));
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    guard.release().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    fs.remount("rw");
+}
+
+#[test]
+fn a_file_the_user_may_only_read_is_locked_read_only_and_left_alone() {
+    require_root("setpriv to an unprivileged uid");
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = lock_path(&dir, "job.lock");
+    LockGuard::acquire(&path).unwrap().release().unwrap(); // root's, mode 0644
+    let before = std::fs::read(&path).unwrap();
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let mut child = spawn_as_nobody(&format!("hold-record-optional\t{}", path.display()));
+    assert_eq!(child.expect_line("ready "), "ready read_only");
+    assert!(LockGuard::try_acquire(&path).unwrap_err().is_contended());
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(report.no_record, Some(NoRecord::ReadOnly));
+    assert_eq!(report.holders[0].pid, child.pid());
+    // The released record of the last owner is history, not evidence
+    // against a holder that could not have written one.
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    child.kill();
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().modified().unwrap(),
+        modified
+    );
 }
 
 #[test]

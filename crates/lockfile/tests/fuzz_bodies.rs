@@ -13,7 +13,10 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use lockfile::{InspectOptions, LockGuard, LockState, ReapAction, ReapOptions};
+use lockfile::{
+    Content, Error, InspectOptions, LockGuard, LockOptions, LockState, NoRecord, ReapAction,
+    ReapOptions,
+};
 
 /// Decoding arbitrary bytes never panics, and whatever decodes is an owner
 /// record that displays, ages and re-serialises stably.
@@ -40,7 +43,8 @@ pub(crate) fn decode_record(data: &[u8]) {
 /// Writes arbitrary bytes into a lock file in `dir`, then checks that
 /// `inspect`, `reap`, `try_acquire` and `release` each behave: nobody holds
 /// the file, so its state follows from its content alone, reap only ever
-/// removes stale or debris files, and any content is taken over by acquire.
+/// removes stale or debris files, content of ours is taken over by acquire,
+/// and anyone else's is never written.
 pub(crate) fn inspect_content(dir: &Path, data: &[u8]) {
     let path = dir.join("fuzz.lock");
     std::fs::write(&path, data).expect("write the lock file");
@@ -103,9 +107,31 @@ pub(crate) fn inspect_content(dir: &Path, data: &[u8]) {
         std::fs::write(&path, data).unwrap();
     }
 
-    // Whatever the content, the next acquire takes it over and leaves a
-    // record of its own, which release marks released.
-    let guard = LockGuard::try_acquire(&path).expect("acquire over any content");
+    // Content of ours (or none) is taken over by the next acquire, which
+    // leaves a record of its own that release marks released. Anyone else's
+    // content is refused, and locked only without a record, byte for byte.
+    if report.content == Some(Content::Foreign) {
+        let err = LockGuard::try_acquire(&path).expect_err("foreign content is refused");
+        assert!(matches!(err, Error::ForeignContent { .. }), "{err:?}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            data,
+            "a refusal writes nothing"
+        );
+        let guard = LockOptions::new()
+            .record_optional(true)
+            .try_acquire(&path)
+            .expect("lock foreign content without a record");
+        assert_eq!(guard.no_record(), Some(NoRecord::ForeignContent));
+        guard.release().expect("release");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            data,
+            "locking writes nothing"
+        );
+        return;
+    }
+    let guard = LockGuard::try_acquire(&path).expect("acquire over content of ours");
     let token = guard.record().token;
     let content = std::fs::read(&path).unwrap();
     let written = lockfile::decode_record(&content).expect("acquire wrote a record");

@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -321,4 +322,42 @@ fn group_members(pgid: u32) -> Vec<u32> {
                 == Some(pgid)
         })
         .collect()
+}
+
+/// Runs the command to its end, bounded, output in files.
+pub(crate) fn run_output(args: &[&str]) -> Output {
+    lockfile().args(args).bounded_output()
+}
+
+/// A path as the `&str` an argument list takes.
+pub(crate) fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A temporary directory for one test's files.
+pub(crate) struct Dir {
+    pub(crate) tmp: tempfile::TempDir,
+}
+
+impl Dir {
+    pub(crate) fn new() -> Dir {
+        Dir {
+            tmp: tempfile::tempdir().unwrap(),
+        }
+    }
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(name)
+    }
+}
+
+/// `lockfile inspect --json EXTRA PATH`: its exit status and its JSON.
+pub(crate) fn inspect_json(path: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+    let out = lockfile()
+        .args(["inspect", "--json"])
+        .args(extra)
+        .arg(path)
+        .bounded_output();
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("inspect --json printed no JSON ({e}): {}", stderr(&out)));
+    (code(&out), value)
 }

@@ -417,28 +417,51 @@ fn holding_among(open: &OpenFiles, dev: u64, ino: u64) -> Vec<u32> {
 /// Whether process `pid` holds the `flock` lock on (dev, ino) through one of
 /// its descriptors, read from `/proc/PID/fdinfo`: exact, and lock-free.
 pub(crate) fn process_holds(pid: u32, dev: u64, ino: u64) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return false;
-    };
-    fds.flatten().any(|fd| {
+    process_hold_access(pid, dev, ino).is_some()
+}
+
+/// How process `pid` holds the `flock` lock on (dev, ino): `None` when it
+/// holds none (or its descriptors are not ours to read), otherwise whether
+/// any descriptor that holds it is open for writing. A holder that opened the
+/// file read-only, as flock(1) does, cannot have written a record.
+pub(crate) fn process_hold_access(pid: u32, dev: u64, ino: u64) -> Option<super::HoldAccess> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let mut found = None;
+    for fd in fds.flatten() {
         // stat() follows the magic link to the open file itself.
         let same_file =
             std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
-        same_file
-            && read_proc(&format!(
-                "/proc/{pid}/fdinfo/{}",
-                fd.file_name().to_string_lossy()
-            ))
-            .is_some_and(|info| {
-                // The fd is our file (stat matched), so its lock lines are
-                // about it; their device is the superblock's, not stat's.
-                String::from_utf8_lossy(&info)
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("lock:"))
-                    .filter_map(parse_lock_line)
-                    .any(|l| l.flock && l.ino == ino)
-            })
-    })
+        if !same_file {
+            continue;
+        }
+        let Some(info) = read_proc(&format!(
+            "/proc/{pid}/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        )) else {
+            continue;
+        };
+        let info = String::from_utf8_lossy(&info);
+        // The fd is our file (stat matched), so its lock lines are about it;
+        // their device is the superblock's, not stat's.
+        let holds = info
+            .lines()
+            .filter_map(|l| l.strip_prefix("lock:"))
+            .filter_map(parse_lock_line)
+            .any(|l| l.flock && l.ino == ino);
+        if !holds {
+            continue;
+        }
+        let writable = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+            .is_none_or(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32);
+        if writable {
+            return Some(super::HoldAccess::Writable);
+        }
+        found = Some(super::HoldAccess::ReadOnly);
+    }
+    found
 }
 
 /// The signal that wakes a bounded wait. A real-time signal, because those

@@ -176,6 +176,16 @@ pub(crate) fn file_kind(kind: rustix::fs::FileType) -> &'static str {
     }
 }
 
+/// How a process holds a lock: through a descriptor open for writing, or
+/// only read-only ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldAccess {
+    // Only /proc tells; the fallback never knows.
+    #[cfg_attr(any(not(target_os = "linux"), lockfile_fallback), allow(dead_code))]
+    Writable,
+    ReadOnly,
+}
+
 /// What the lock's hot path needs to know of a file: which one it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Identity {

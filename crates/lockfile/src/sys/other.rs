@@ -100,6 +100,10 @@ pub(crate) fn processes_holding(_dev: u64, _ino: u64) -> Vec<u32> {
     Vec::new()
 }
 
+pub(crate) fn process_hold_access(_pid: u32, _dev: u64, _ino: u64) -> Option<super::HoldAccess> {
+    None
+}
+
 pub(crate) fn process_holds(_pid: u32, _dev: u64, _ino: u64) -> bool {
     false
 }

@@ -127,6 +127,19 @@ fn run_child(action: &str) -> i32 {
                 std::thread::sleep(Duration::from_secs(3600));
             }
         }
+        // Take the lock even without a record, say why there is none, and
+        // hold it until killed.
+        ["hold-record-optional", path] => {
+            let guard = LockOptions::new()
+                .record_optional(true)
+                .acquire(path)
+                .expect("child acquire");
+            let why = guard.no_record().map_or("recorded", |w| w.as_str());
+            println!("ready {why}");
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
         // Try once and describe the outcome on stdout.
         ["try-acquire", path] => {
             match LockGuard::try_acquire(path) {

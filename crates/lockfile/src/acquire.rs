@@ -1,0 +1,308 @@
+//! Taking a lock: open, lock, check the file's identity, then write the owner
+//! record when the file is ours to write.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Instant;
+
+use crate::error::Operation;
+use crate::guard::LockGuard;
+use crate::record::{Content, LockDocument, NoRecord, peek};
+use crate::{Error, LockOptions, OwnerRecord, Result, sys};
+
+/// How long an acquire may wait for a held lock.
+pub(crate) enum Wait {
+    No,
+    Forever,
+    Until(Instant),
+}
+
+/// How a lock file was opened.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
+    let started = Instant::now();
+    // Set once the file turned out to hold someone else's content: it is then
+    // locked through a read-only descriptor, since Linux refuses to execute a
+    // file that anyone holds open for writing (a script that locks itself).
+    let mut read_only = false;
+    loop {
+        let (file, id, access) = open_lock_file(path, opts, read_only)?;
+        take_kernel_lock(path, &file, &wait, started)?;
+        // Re-check the inode: the path may have been unlinked (by reap, or a
+        // release that removes) or replaced while we waited. A lock on a file
+        // that no longer has this name excludes nobody.
+        match sys::identity_at(path) {
+            Ok(at_path) if at_path.same_file(&id) => {}
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
+        }
+        let mut small = [0u8; sys::SMALL_READ];
+        let previous = match sys::read_content(&file, &mut small) {
+            Ok(previous) => previous,
+            Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Read, path, e))),
+        };
+        // Our own records need no parse to be recognised; anything else is
+        // classified before a byte is written.
+        let foreign = peek(&previous).is_none() && Content::of(&previous) == Content::Foreign;
+        let no_record = match (foreign, access) {
+            (true, _) if !opts.record_optional => {
+                return Err(unlocked(&file, foreign_content(path, &file, &previous)));
+            }
+            (true, Access::ReadWrite) => {
+                // Let go and lock it again read-only. Someone may take it in
+                // between: then it is theirs, as if they had come first.
+                let _ = file.unlock();
+                read_only = true;
+                continue;
+            }
+            (false, Access::ReadOnly) if read_only => {
+                // No longer foreign (emptied meanwhile): ours to write after all.
+                let _ = file.unlock();
+                read_only = false;
+                continue;
+            }
+            (true, Access::ReadOnly) => Some(NoRecord::ForeignContent),
+            (false, Access::ReadOnly) => Some(NoRecord::ReadOnly),
+            (false, Access::ReadWrite) => None,
+        };
+        let doc = match no_record {
+            None => match write_record(opts, path, &file, &previous, started) {
+                Ok(doc) => doc,
+                Err(e) => return Err(unlocked(&file, e)),
+            },
+            Some(reason) => {
+                let doc = LockDocument::new(
+                    OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval),
+                    None,
+                );
+                tracing::info!(
+                    name: "lock_acquired",
+                    event = "lock_acquired",
+                    path = %path.display(),
+                    pid = doc.owner.pid,
+                    token = %doc.owner.token,
+                    job = doc.owner.job.as_deref().unwrap_or(""),
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    no_record = reason.as_str(),
+                );
+                doc
+            }
+        };
+        return Ok(LockGuard::new(
+            file,
+            path.to_path_buf(),
+            doc,
+            no_record,
+            opts.remove_on_release,
+        ));
+    }
+}
+
+/// No lock without a record is left behind by a failed acquire. Unlock
+/// before closing: a child that another thread forked meanwhile shares the
+/// descriptor until its exec, and closing alone would leave the lock held
+/// until then.
+fn unlocked(file: &File, e: Error) -> Error {
+    let _ = file.unlock();
+    e
+}
+
+/// Takes the kernel lock on `file` as `wait` allows.
+fn take_kernel_lock(path: &Path, file: &File, wait: &Wait, started: Instant) -> Result<()> {
+    let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(TryLockError::Error(e)) => Err(lock_err(e)),
+        Err(TryLockError::WouldBlock) => match wait {
+            Wait::No => Err(contended(path, file)),
+            Wait::Forever => {
+                report_contention(path, file);
+                loop {
+                    match file.lock() {
+                        Ok(()) => return Ok(()),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(lock_err(e)),
+                    }
+                }
+            }
+            Wait::Until(deadline) => {
+                report_contention(path, file);
+                if sys::lock_until(file, *deadline).map_err(lock_err)? {
+                    Ok(())
+                } else {
+                    Err(Error::Timeout {
+                        path: path.to_path_buf(),
+                        waited: started.elapsed(),
+                        owner: read_owner(file),
+                    })
+                }
+            }
+        },
+    }
+}
+
+/// Opens (creating if needed) the lock file without following a symlink and
+/// without blocking on a FIFO, and refuses anything but a regular file.
+///
+/// The file is opened for reading and writing, so that a record can be
+/// written, unless `read_only` asks otherwise. A file that may not be written
+/// (its mode, a read-only mount, a running executable) is opened read-only
+/// when the options allow a lock without a record, as flock(1) opens every
+/// file.
+fn open_lock_file(
+    path: &Path,
+    opts: &LockOptions,
+    read_only: bool,
+) -> Result<(File, sys::Identity, Access)> {
+    let open = |access: Access| {
+        sys::open_noatime(path, |path, extra| {
+            OpenOptions::new()
+                .read(true)
+                .write(access == Access::ReadWrite)
+                .create(access == Access::ReadWrite)
+                .mode(opts.mode)
+                // std adds O_CLOEXEC. O_NONBLOCK: opening a FIFO must not hang.
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | extra)
+                .open(path)
+        })
+    };
+    let opened = if read_only {
+        open(Access::ReadOnly).map(|file| (file, Access::ReadOnly))
+    } else {
+        match open(Access::ReadWrite) {
+            Ok(file) => Ok((file, Access::ReadWrite)),
+            Err(e) if opts.record_optional && may_not_write(&e) => open(Access::ReadOnly)
+                .map(|file| (file, Access::ReadOnly))
+                // Not even readable (or missing, and not creatable): the
+                // first refusal says why.
+                .map_err(|_| e),
+            Err(e) => Err(e),
+        }
+    };
+    let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e))?;
+    let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    if !id.is_regular() {
+        return Err(Error::NotRegularFile {
+            op: Operation::Open,
+            path: path.to_path_buf(),
+            kind: sys::file_kind(id.kind),
+        });
+    }
+    Ok((file, id, access))
+}
+
+/// Whether opening for writing failed only because writing is not allowed.
+fn may_not_write(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY)
+    )
+}
+
+fn foreign_content(path: &Path, file: &File, content: &[u8]) -> Error {
+    const PREVIEW: usize = 32;
+    let size = file.metadata().map_or(content.len() as u64, |m| m.len());
+    let shown = &content[..content.len().min(PREVIEW)];
+    let mut preview = shown.escape_ascii().to_string();
+    if content.len() > PREVIEW {
+        preview.push('…');
+    }
+    Error::ForeignContent {
+        path: path.to_path_buf(),
+        size,
+        preview,
+    }
+}
+
+/// Reads the owner record of a lock someone else holds, for the error.
+/// Records are 512 bytes: a small stack buffer serves, and only a full one
+/// (a long job name, or debris) costs a larger read.
+fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
+    let mut small = [0u8; sys::SMALL_READ];
+    let content = sys::read_content(file, &mut small).ok()?;
+    LockDocument::decode(&content)
+        .ok()
+        .map(|doc| Box::new(doc.owner))
+}
+
+/// Emits `lock_contended` before a wait, reading the holder's record only
+/// when someone listens.
+fn report_contention(path: &Path, file: &File) {
+    if tracing::enabled!(tracing::Level::INFO) {
+        let _ = contended(path, file);
+    }
+}
+
+fn contended(path: &Path, file: &File) -> Error {
+    let owner = read_owner(file);
+    if let Some(o) = &owner {
+        tracing::info!(
+            name: "lock_contended",
+            event = "lock_contended",
+            path = %path.display(),
+            holder_pid = o.pid,
+            holder_host = %o.hostname,
+            holder_age_s = o.age(std::time::SystemTime::now()).as_secs(),
+        );
+    } else {
+        tracing::info!(name: "lock_contended", event = "lock_contended", path = %path.display());
+    }
+    Error::Contended {
+        path: path.to_path_buf(),
+        owner,
+    }
+}
+
+/// Writes our record over the previous one of ours, carrying its last
+/// success along.
+fn write_record(
+    opts: &LockOptions,
+    path: &Path,
+    file: &File,
+    previous: &[u8],
+    started: Instant,
+) -> Result<LockDocument> {
+    let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
+    // Parse the previous document only when it has something to carry (a
+    // success) or to report (an owner that died holding the lock); the
+    // common case, our own released record without a success, costs no
+    // parse. A document that does not parse carries nothing: a torn record
+    // must not hand a "success" to the silence alarm.
+    let previous_doc = peek(previous)
+        .filter(|p| p.has_success || !p.released)
+        .and_then(|_| LockDocument::decode(previous).ok());
+    let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
+    let dead_owner = previous_doc
+        .filter(|doc| !doc.released)
+        .map(|doc| doc.owner);
+    let owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
+    let doc = LockDocument::new(owner, last_success);
+    let mut buf = Vec::with_capacity(512);
+    doc.encode_into(&mut buf);
+    file.write_all_at(&buf, 0).map_err(write_err)?;
+    // The previous content might be longer (a larger record, or a torn
+    // one): cut it off.
+    if previous.len() > buf.len() {
+        file.set_len(buf.len() as u64).map_err(write_err)?;
+    }
+    tracing::info!(
+        name: "lock_acquired",
+        event = "lock_acquired",
+        path = %path.display(),
+        pid = doc.owner.pid,
+        token = %doc.owner.token,
+        job = doc.owner.job.as_deref().unwrap_or(""),
+        waited_ms = started.elapsed().as_millis() as u64,
+        previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
+        previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
+    );
+    Ok(doc)
+}

@@ -7,9 +7,10 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Instant;
 
+use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
-use crate::record::{Content, LockDocument, NoRecord, peek};
+use crate::record::{self, LockDocument, peek};
 use crate::{Error, LockOptions, OwnerRecord, Result, sys};
 
 /// How long an acquire may wait for a held lock.
@@ -26,7 +27,96 @@ enum Access {
     ReadOnly,
 }
 
-pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
+// The entry points live here, beside the one path they all take, so that
+// the acquire path runs one way: options → acquire → guard.
+impl LockOptions {
+    /// Takes the lock at `path`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LockOptions::timeout).
+    ///
+    /// The file is created when missing. Its directory is not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) when the timeout passed; any
+    /// other [`Error`](crate::Error) when the file cannot be opened, locked
+    /// or written, for example [`Error::Symlink`](crate::Error::Symlink) or
+    /// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound).
+    pub fn acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
+        let wait = match self.timeout {
+            None => Wait::Forever,
+            Some(t) => Instant::now()
+                .checked_add(t)
+                .map_or(Wait::Forever, Wait::Until),
+        };
+        lock(self, path.as_ref(), wait)
+    }
+
+    /// Takes the lock at `path` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record, when someone holds the lock; any other
+    /// [`Error`](crate::Error) when the file cannot be opened, locked or
+    /// written.
+    pub fn try_acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
+        lock(self, path.as_ref(), Wait::No)
+    }
+}
+
+impl LockGuard {
+    /// Takes the lock at `path`, waiting as long as it takes. Same as
+    /// `LockOptions::new().acquire(path)`.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] when the file cannot be opened, locked or written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("job.lock");
+    /// let guard = lockfile::LockGuard::acquire(&path)?;
+    /// // ... the work ...
+    /// guard.release()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire(path: impl AsRef<Path>) -> Result<LockGuard> {
+        LockOptions::new().acquire(path)
+    }
+
+    /// Takes the lock at `path` if nobody holds it, without waiting. Same as
+    /// `LockOptions::new().try_acquire(path)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`] with the holder's record when someone holds the
+    /// lock (see [`Error::is_contended`]); any other [`Error`] when the file
+    /// cannot be opened, locked or written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("job.lock");
+    /// match lockfile::LockGuard::try_acquire(&path) {
+    ///     Ok(guard) => { /* run the job */ guard.release()?; }
+    ///     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_acquire(path: impl AsRef<Path>) -> Result<LockGuard> {
+        LockOptions::new().try_acquire(path)
+    }
+}
+
+fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
     // Set once the file turned out to hold someone else's content: it is then
     // locked through a read-only descriptor, since Linux refuses to execute a
@@ -44,8 +134,8 @@ pub(crate) fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGu
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
         }
-        let mut small = [0u8; sys::SMALL_READ];
-        let previous = match sys::read_content(&file, &mut small) {
+        let mut small = [0u8; record::SMALL_READ];
+        let previous = match record::read_content(&file, &mut small) {
             Ok(previous) => previous,
             Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Read, path, e))),
         };
@@ -226,8 +316,8 @@ fn foreign_content(path: &Path, file: &File, content: &[u8]) -> Error {
 /// Records are 512 bytes: a small stack buffer serves, and only a full one
 /// (a long job name, or debris) costs a larger read.
 fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
-    let mut small = [0u8; sys::SMALL_READ];
-    let content = sys::read_content(file, &mut small).ok()?;
+    let mut small = [0u8; record::SMALL_READ];
+    let content = record::read_content(file, &mut small).ok()?;
     LockDocument::decode(&content)
         .ok()
         .map(|doc| Box::new(doc.owner))

@@ -6,9 +6,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::content::NoRecord;
 use crate::error::Operation;
-use crate::record::{LockDocument, NoRecord, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
-use crate::{Error, Holder, LockOptions, OwnerRecord, Result, sys};
+use crate::record::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
+use crate::{Error, Holder, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
 /// does the same and reports errors.
@@ -55,56 +56,6 @@ impl LockGuard {
         }
     }
 
-    /// Takes the lock at `path`, waiting as long as it takes. Same as
-    /// `LockOptions::new().acquire(path)`.
-    ///
-    /// # Errors
-    ///
-    /// An [`Error`] when the file cannot be opened, locked or written.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # fn main() -> Result<(), lockfile::Error> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let path = dir.path().join("job.lock");
-    /// let guard = lockfile::LockGuard::acquire(&path)?;
-    /// // ... the work ...
-    /// guard.release()?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn acquire(path: impl AsRef<Path>) -> Result<LockGuard> {
-        LockOptions::new().acquire(path)
-    }
-
-    /// Takes the lock at `path` if nobody holds it, without waiting. Same as
-    /// `LockOptions::new().try_acquire(path)`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`] with the holder's record when someone holds the
-    /// lock (see [`Error::is_contended`]); any other [`Error`] when the file
-    /// cannot be opened, locked or written.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # fn main() -> Result<(), lockfile::Error> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let path = dir.path().join("job.lock");
-    /// match lockfile::LockGuard::try_acquire(&path) {
-    ///     Ok(guard) => { /* run the job */ guard.release()?; }
-    ///     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),
-    ///     Err(e) => return Err(e),
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn try_acquire(path: impl AsRef<Path>) -> Result<LockGuard> {
-        LockOptions::new().try_acquire(path)
-    }
-
     /// The owner record written when the lock was taken.
     ///
     /// When the file holds no record ([`no_record`](Self::no_record) says
@@ -117,7 +68,7 @@ impl LockGuard {
     /// Why the lock file carries no record of ours, or `None` when it does.
     ///
     /// Only a lock taken with
-    /// [`record_optional`](LockOptions::record_optional) can lack one. Such a
+    /// [`record_optional`](crate::LockOptions::record_optional) can lack one. Such a
     /// guard never writes into the file: [`heartbeat`](Self::heartbeat) and
     /// [`record_success`](Self::record_success) do nothing, and release
     /// only unlocks.
@@ -140,7 +91,7 @@ impl LockGuard {
     /// time to now. One syscall, no allocation.
     ///
     /// Call it between units of work, at least as often as the promised
-    /// [`heartbeat_interval`](LockOptions::heartbeat_interval). `inspect`
+    /// [`heartbeat_interval`](crate::LockOptions::heartbeat_interval). `inspect`
     /// reports a held lock whose heartbeat went quiet as `heartbeat_silent`:
     /// a hung owner.
     ///
@@ -185,7 +136,7 @@ impl LockGuard {
     /// Releases the lock: marks the record released, unlocks, closes.
     ///
     /// The record stays in the file (the last owner remains visible to
-    /// `inspect`) unless [`remove_on_release`](LockOptions::remove_on_release)
+    /// `inspect`) unless [`remove_on_release`](crate::LockOptions::remove_on_release)
     /// was set.
     ///
     /// # Errors

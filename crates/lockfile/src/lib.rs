@@ -133,21 +133,23 @@
 #![cfg(unix)]
 
 mod acquire;
+mod content;
 mod dir;
 mod error;
 mod guard;
+mod holder;
 mod inspect;
 mod options;
 mod reap;
 mod record;
 mod sys;
 
+pub use content::{Content, NoRecord};
 pub use dir::default_lock_dir;
 pub use error::{Error, Operation, Result};
 pub use guard::LockGuard;
-pub use inspect::{
-    Finding, Holder, InspectOptions, LockReport, LockState, Severity, inspect, inspect_dir,
-};
+pub use holder::Holder;
+pub use inspect::{Finding, InspectOptions, LockReport, LockState, Severity, inspect, inspect_dir};
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
-pub use record::{Content, DecodeError, FORMAT_VERSION, NoRecord, OwnerRecord, decode_record};
+pub use record::{DecodeError, FORMAT_VERSION, OwnerRecord, decode_record};

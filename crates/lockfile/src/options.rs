@@ -1,10 +1,6 @@
 //! `LockOptions`: the builder for everything about taking a lock.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
-
-use crate::acquire::{self, Wait};
-use crate::{LockGuard, Result};
+use std::time::Duration;
 
 /// Options for taking a lock; finish with [`acquire`](LockOptions::acquire)
 /// or [`try_acquire`](LockOptions::try_acquire).
@@ -76,7 +72,7 @@ impl LockOptions {
         self
     }
 
-    /// How often the holder promises to call [`LockGuard::heartbeat`].
+    /// How often the holder promises to call [`LockGuard::heartbeat`](crate::LockGuard::heartbeat).
     ///
     /// The promise is written into the owner record; `inspect` reports a
     /// `heartbeat_silent` finding when the heartbeat is older than three
@@ -113,7 +109,7 @@ impl LockOptions {
     /// Removal is safe here (it happens while the lock is held, and every
     /// acquirer re-checks the file's identity after locking), but it erases
     /// the last owner's record and the last success that
-    /// [`LockGuard::record_success`] wrote.
+    /// [`LockGuard::record_success`](crate::LockGuard::record_success) wrote.
     ///
     /// Default: false; the released record stays for diagnosis.
     pub fn remove_on_release(&mut self, remove: bool) -> &mut Self {
@@ -138,7 +134,7 @@ impl LockOptions {
     /// the file was opened. What is lost is what the record gives: `inspect`
     /// names the holder from the kernel's table but has no job, token or
     /// heartbeat to show, and no success is recorded.
-    /// [`LockGuard::no_record`] says which case applies.
+    /// [`LockGuard::no_record`](crate::LockGuard::no_record) says which case applies.
     ///
     /// Default: false. Such files fail with
     /// [`Error::ForeignContent`](crate::Error::ForeignContent) (nothing
@@ -148,38 +144,5 @@ impl LockOptions {
     pub fn record_optional(&mut self, optional: bool) -> &mut Self {
         self.record_optional = optional;
         self
-    }
-
-    /// Takes the lock at `path`, waiting while someone else holds it: as
-    /// long as it takes, or up to [`timeout`](LockOptions::timeout).
-    ///
-    /// The file is created when missing. Its directory is not.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Timeout`](crate::Error::Timeout) when the timeout passed; any
-    /// other [`Error`](crate::Error) when the file cannot be opened, locked
-    /// or written, for example [`Error::Symlink`](crate::Error::Symlink) or
-    /// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound).
-    pub fn acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
-        let wait = match self.timeout {
-            None => Wait::Forever,
-            Some(t) => Instant::now()
-                .checked_add(t)
-                .map_or(Wait::Forever, Wait::Until),
-        };
-        acquire::lock(self, path.as_ref(), wait)
-    }
-
-    /// Takes the lock at `path` if nobody holds it, without waiting.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
-    /// record, when someone holds the lock; any other
-    /// [`Error`](crate::Error) when the file cannot be opened, locked or
-    /// written.
-    pub fn try_acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
-        acquire::lock(self, path.as_ref(), Wait::No)
     }
 }

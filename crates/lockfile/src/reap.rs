@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::error::Operation;
 use crate::inspect::{Finding, InspectOptions, LockReport, LockState, open_for_inspect};
-use crate::record::LockDocument;
+use crate::record::{self, LockDocument};
 use crate::{DecodeError, Error, OwnerRecord, Result, sys};
 
 /// Options for [`reap`]. A dry run unless [`remove`](ReapOptions::remove) is set.
@@ -321,8 +321,8 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
             "another tool holds a POSIX lock on it (pid {lockers:?})"
         ));
     }
-    let mut small = [0u8; sys::SMALL_READ];
-    let content = sys::read_content(&file, &mut small).map_err(|e| e.to_string())?;
+    let mut small = [0u8; record::SMALL_READ];
+    let content = record::read_content(&file, &mut small).map_err(|e| e.to_string())?;
     let still_litter = match (report.state, LockDocument::decode(&content)) {
         (LockState::Stale, Ok(doc)) => {
             !doc.released && Some(&doc.owner.token) == report.owner.as_ref().map(|o| &o.token)

@@ -5,6 +5,8 @@
 //! recognise the litter a dead owner left behind.
 
 use std::fmt;
+use std::fs::File;
+use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +31,28 @@ const RECORD_BLOCK: usize = 512;
 
 /// A lock file larger than this is not one of ours; only this much is read.
 pub(crate) const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+/// The first read of a lock file's content: our records are 512 bytes unless
+/// a job name is very long.
+pub(crate) const SMALL_READ: usize = 4096;
+
+/// A lock file's content, at most `MAX_RECORD_BYTES + 1` bytes of it (more
+/// means "too large to be a record"). A small buffer on the stack serves our
+/// records, and only a larger file (a very long job name, or debris) costs a
+/// second, larger read.
+pub(crate) fn read_content<'a>(
+    file: &File,
+    small: &'a mut [u8; SMALL_READ],
+) -> io::Result<std::borrow::Cow<'a, [u8]>> {
+    let n = sys::read_prefix(file, small)?;
+    if n < small.len() {
+        return Ok(std::borrow::Cow::Borrowed(&small[..n]));
+    }
+    let mut large = vec![0; MAX_RECORD_BYTES + 1];
+    let n = sys::read_prefix(file, &mut large)?;
+    large.truncate(n);
+    Ok(std::borrow::Cow::Owned(large))
+}
 
 /// Who holds, or last held, a lock.
 ///
@@ -288,102 +312,6 @@ impl LockDocument {
     }
 }
 
-/// What a lock file holds, as far as writing a record into it goes.
-///
-/// Only [`Content::Foreign`] content is someone else's: a lock on such a file
-/// is taken (when asked to) without writing anything into it, and `reap`
-/// never removes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Content {
-    /// An owner record of ours, released or not.
-    Record,
-    /// Nothing, or only whitespace.
-    Empty,
-    /// A record of ours that a crash or an interrupted write left incomplete
-    /// (or zero-filled): ours to overwrite.
-    Torn,
-    /// Anything else: a script, data, another tool's lock or PID file.
-    Foreign,
-}
-
-impl Content {
-    /// Classifies a lock file's content (its first bytes, as
-    /// [`decode_record`] takes them).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use lockfile::Content;
-    /// assert_eq!(Content::of(b""), Content::Empty);
-    /// assert_eq!(Content::of(b"#!/bin/sh\necho hi\n"), Content::Foreign);
-    /// assert_eq!(Content::of(b"{\"format\":1,\"released\":tr"), Content::Torn);
-    /// ```
-    pub fn of(bytes: &[u8]) -> Content {
-        Content::from_decoded(&LockDocument::decode(bytes).map(|_| ()))
-    }
-
-    pub(crate) fn from_decoded<T>(decoded: &Result<T, DecodeError>) -> Content {
-        match decoded {
-            Ok(_) => Content::Record,
-            Err(DecodeError::Empty) => Content::Empty,
-            Err(DecodeError::Malformed(_) | DecodeError::TooLarge(_)) => Content::Torn,
-            Err(DecodeError::Foreign) => Content::Foreign,
-        }
-    }
-
-    /// The name `inspect --json` prints: `record`, `empty`, `torn` or
-    /// `foreign`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Content::Record => "record",
-            Content::Empty => "empty",
-            Content::Torn => "torn",
-            Content::Foreign => "foreign",
-        }
-    }
-}
-
-impl fmt::Display for Content {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why a held lock carries no owner record, by design rather than by
-/// accident.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum NoRecord {
-    /// The file holds someone else's content, which is never written over.
-    ForeignContent,
-    /// The holder may read the file but not write it (its mode, a read-only
-    /// mount, an executable that is running), and locked it read-only, as
-    /// flock(1) does.
-    ReadOnly,
-}
-
-impl NoRecord {
-    /// The name `inspect --json` prints: `foreign_content` or `read_only`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NoRecord::ForeignContent => "foreign_content",
-            NoRecord::ReadOnly => "read_only",
-        }
-    }
-}
-
-impl fmt::Display for NoRecord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            NoRecord::ForeignContent => "the file holds content that is not ours",
-            NoRecord::ReadOnly => "its holders locked it read-only",
-        })
-    }
-}
-
 /// Whether `bytes` begin as this crate's encoder begins every document
 /// (`{"format":N,"released":`), or are a beginning of that cut short.
 /// Only such bytes can be a torn record of ours.
@@ -425,12 +353,12 @@ pub enum DecodeError {
     TooLarge(usize),
     /// The content begins as this crate writes every record but is not a
     /// whole one: torn, truncated, or zero-filled by a crash. Ours to
-    /// overwrite ([`Content::Torn`]).
+    /// overwrite ([`Content::Torn`](crate::Content::Torn)).
     #[error("the content is not an owner record: {0}")]
     Malformed(String),
     /// The content is not ours: some other tool's file (a script, a
     /// `Cargo.lock`, a PID file, JSON of another shape). Acquire never
-    /// writes into it and `reap` leaves it alone ([`Content::Foreign`]).
+    /// writes into it and `reap` leaves it alone ([`Content::Foreign`](crate::Content::Foreign)).
     #[error("the content is not an owner record of ours (another tool's file?)")]
     Foreign,
 }

@@ -139,28 +139,6 @@ pub(crate) fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(filled)
 }
 
-/// The first read of a lock file's content: our records are 512 bytes unless
-/// a job name is very long.
-pub(crate) const SMALL_READ: usize = 4096;
-
-/// A lock file's content, at most `MAX_RECORD_BYTES + 1` bytes of it (more
-/// means "too large to be a record"). A small buffer on the stack serves our
-/// records, and only a larger file (a very long job name, or debris) costs a
-/// second, larger read.
-pub(crate) fn read_content<'a>(
-    file: &File,
-    small: &'a mut [u8; SMALL_READ],
-) -> io::Result<std::borrow::Cow<'a, [u8]>> {
-    let n = read_prefix(file, small)?;
-    if n < small.len() {
-        return Ok(std::borrow::Cow::Borrowed(&small[..n]));
-    }
-    let mut large = vec![0; crate::record::MAX_RECORD_BYTES + 1];
-    let n = read_prefix(file, &mut large)?;
-    large.truncate(n);
-    Ok(std::borrow::Cow::Owned(large))
-}
-
 /// The kind of a file that is not a regular file, for error messages.
 pub(crate) fn file_kind(kind: rustix::fs::FileType) -> &'static str {
     use rustix::fs::FileType;

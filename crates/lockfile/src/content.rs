@@ -1,0 +1,104 @@
+//! What a lock file holds, and why a held lock may carry no record of ours:
+//! the line between a file we may write and one that is someone else's.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::record::{DecodeError, LockDocument};
+
+/// What a lock file holds, as far as writing a record into it goes.
+///
+/// Only [`Content::Foreign`] content is someone else's: a lock on such a file
+/// is taken (when asked to) without writing anything into it, and `reap`
+/// never removes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Content {
+    /// An owner record of ours, released or not.
+    Record,
+    /// Nothing, or only whitespace.
+    Empty,
+    /// A record of ours that a crash or an interrupted write left incomplete
+    /// (or zero-filled): ours to overwrite.
+    Torn,
+    /// Anything else: a script, data, another tool's lock or PID file.
+    Foreign,
+}
+
+impl Content {
+    /// Classifies a lock file's content (its first bytes, as
+    /// [`decode_record`](crate::decode_record) takes them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfile::Content;
+    /// assert_eq!(Content::of(b""), Content::Empty);
+    /// assert_eq!(Content::of(b"#!/bin/sh\necho hi\n"), Content::Foreign);
+    /// assert_eq!(Content::of(b"{\"format\":1,\"released\":tr"), Content::Torn);
+    /// ```
+    pub fn of(bytes: &[u8]) -> Content {
+        Content::from_decoded(&LockDocument::decode(bytes).map(|_| ()))
+    }
+
+    pub(crate) fn from_decoded<T>(decoded: &Result<T, DecodeError>) -> Content {
+        match decoded {
+            Ok(_) => Content::Record,
+            Err(DecodeError::Empty) => Content::Empty,
+            Err(DecodeError::Malformed(_) | DecodeError::TooLarge(_)) => Content::Torn,
+            Err(DecodeError::Foreign) => Content::Foreign,
+        }
+    }
+
+    /// The name `inspect --json` prints: `record`, `empty`, `torn` or
+    /// `foreign`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Content::Record => "record",
+            Content::Empty => "empty",
+            Content::Torn => "torn",
+            Content::Foreign => "foreign",
+        }
+    }
+}
+
+impl fmt::Display for Content {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a held lock carries no owner record, by design rather than by
+/// accident.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NoRecord {
+    /// The file holds someone else's content, which is never written over.
+    ForeignContent,
+    /// The holder may read the file but not write it (its mode, a read-only
+    /// mount, an executable that is running), and locked it read-only, as
+    /// flock(1) does.
+    ReadOnly,
+}
+
+impl NoRecord {
+    /// The name `inspect --json` prints: `foreign_content` or `read_only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoRecord::ForeignContent => "foreign_content",
+            NoRecord::ReadOnly => "read_only",
+        }
+    }
+}
+
+impl fmt::Display for NoRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NoRecord::ForeignContent => "the file holds content that is not ours",
+            NoRecord::ReadOnly => "its holders locked it read-only",
+        })
+    }
+}

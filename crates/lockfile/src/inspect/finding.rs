@@ -1,0 +1,202 @@
+//! `Finding` and `Severity`: what is worth telling about a lock file, with
+//! the numbers that prove it.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::Holder;
+
+/// How serious a finding is, in monitoring-plugin terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth a look; nothing is blocked yet.
+    Warning,
+    /// A job is blocked, hung, or not running.
+    Critical,
+}
+
+impl Severity {
+    /// `warning` or `critical`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Something worth telling about a lock file, with the numbers that prove it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Finding {
+    /// Held for longer than [`InspectOptions::max_age`](crate::InspectOptions::max_age).
+    Aged {
+        /// How long the lock has been held.
+        #[serde(rename = "age_seconds", serialize_with = "secs")]
+        age: Duration,
+        /// The threshold it crossed.
+        #[serde(rename = "threshold_seconds", serialize_with = "secs")]
+        threshold: Duration,
+    },
+    /// Held, but the heartbeat has been silent for longer than the threshold:
+    /// a hung owner blocks every later run.
+    HeartbeatSilent {
+        /// Time since the last heartbeat.
+        #[serde(rename = "silent_seconds", serialize_with = "secs")]
+        silent: Duration,
+        /// The threshold it crossed.
+        #[serde(rename = "threshold_seconds", serialize_with = "secs")]
+        threshold: Duration,
+    },
+    /// The record was written on another host; its PID means nothing here.
+    ForeignHost {
+        /// The host named in the record.
+        recorded_host: String,
+        /// This host.
+        local_host: String,
+    },
+    /// The recorded process is gone, or its PID now belongs to another process.
+    OwnerDead {
+        /// The recorded PID.
+        pid: u32,
+        /// How we know: no such process, another start time, another boot.
+        reason: String,
+    },
+    /// The processes holding the kernel lock are not the one the record names.
+    HolderMismatch {
+        /// The PID in the record, if the file holds a record.
+        recorded_pid: Option<u32>,
+        /// The processes that hold the kernel lock.
+        holders: Vec<Holder>,
+    },
+    /// The lock lives on a network or FUSE filesystem, where kernel locks may
+    /// not cross hosts (or may not work at all).
+    NetworkFilesystem {
+        /// The filesystem type (`nfs`, `cifs`, `fuse`, ...).
+        filesystem: String,
+    },
+    /// [`InspectOptions::expect_every`](crate::InspectOptions::expect_every) is set but no success was ever
+    /// recorded in this lock file (or there is no lock file).
+    NeverSucceeded {
+        /// The expected period.
+        #[serde(rename = "expect_every_seconds", serialize_with = "secs")]
+        expect_every: Duration,
+    },
+    /// The last recorded success is older than [`InspectOptions::expect_every`](crate::InspectOptions::expect_every).
+    Silent {
+        /// Time since the last success.
+        #[serde(rename = "since_success_seconds", serialize_with = "secs")]
+        since_success: Duration,
+        /// The expected period.
+        #[serde(rename = "expect_every_seconds", serialize_with = "secs")]
+        expect_every: Duration,
+    },
+}
+
+impl Finding {
+    /// The finding's stable name: `aged`, `heartbeat_silent`, `foreign_host`,
+    /// `owner_dead`, `holder_mismatch`, `network_filesystem`,
+    /// `never_succeeded` or `silent`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Finding::Aged { .. } => "aged",
+            Finding::HeartbeatSilent { .. } => "heartbeat_silent",
+            Finding::ForeignHost { .. } => "foreign_host",
+            Finding::OwnerDead { .. } => "owner_dead",
+            Finding::HolderMismatch { .. } => "holder_mismatch",
+            Finding::NetworkFilesystem { .. } => "network_filesystem",
+            Finding::NeverSucceeded { .. } => "never_succeeded",
+            Finding::Silent { .. } => "silent",
+        }
+    }
+
+    /// Critical: `heartbeat_silent` (a hung owner blocks every later run),
+    /// `never_succeeded` and `silent` (the job is not getting done). Every
+    /// other finding is a warning.
+    pub fn severity(&self) -> Severity {
+        match self {
+            Finding::HeartbeatSilent { .. }
+            | Finding::NeverSucceeded { .. }
+            | Finding::Silent { .. } => Severity::Critical,
+            _ => Severity::Warning,
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = |d: &Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+        match self {
+            Finding::Aged { age, threshold } => {
+                write!(f, "held for {}, longer than {}", d(age), d(threshold))
+            }
+            Finding::HeartbeatSilent { silent, threshold } => write!(
+                f,
+                "no heartbeat for {}, longer than {}: the holder may be hung",
+                d(silent),
+                d(threshold)
+            ),
+            Finding::ForeignHost {
+                recorded_host,
+                local_host,
+            } => write!(
+                f,
+                "the record names host {recorded_host:?}, not this host {local_host:?}: its PID cannot be checked from here"
+            ),
+            Finding::OwnerDead { pid, reason } => {
+                write!(f, "the recorded owner pid {pid} is dead: {reason}")
+            }
+            Finding::HolderMismatch {
+                recorded_pid,
+                holders,
+            } => {
+                f.write_str("the kernel lock is held by ")?;
+                if holders.is_empty() {
+                    f.write_str("a process not visible from here")?;
+                }
+                for (i, h) in holders.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{h}")?;
+                }
+                match recorded_pid {
+                    Some(pid) => write!(f, ", not by the recorded owner pid {pid}"),
+                    None => f.write_str(", which wrote no record"),
+                }
+            }
+            Finding::NetworkFilesystem { filesystem } => write!(
+                f,
+                "the lock lives on a {filesystem} filesystem, where kernel locks may not exclude other hosts; use a lease across hosts"
+            ),
+            Finding::NeverSucceeded { expect_every } => write!(
+                f,
+                "no successful run was ever recorded (one is expected every {})",
+                d(expect_every)
+            ),
+            Finding::Silent {
+                since_success,
+                expect_every,
+            } => write!(
+                f,
+                "the last successful run was {} ago; one is expected every {}",
+                d(since_success),
+                d(expect_every)
+            ),
+        }
+    }
+}
+
+fn secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}

@@ -1,0 +1,108 @@
+//! `inspect`: who holds a lock, since when, and is it still beating.
+//!
+//! Inspecting never takes the lock. On Linux the kernel's holder comes from
+//! `/proc/locks`, so a concurrent `try_acquire` is never made to fail.
+
+mod finding;
+mod liveness;
+mod open;
+mod options;
+mod report;
+mod scan;
+
+use std::io;
+use std::path::Path;
+
+pub use finding::{Finding, Severity};
+pub(crate) use open::open_for_inspect;
+pub use options::InspectOptions;
+pub use report::{LockReport, LockState};
+
+use crate::Result;
+use open::{lock_file_names, open_dir, open_error, open_for_inspect_at};
+use scan::Scan;
+
+impl InspectOptions {
+    /// Inspects one lock file with these options. See [`inspect`].
+    ///
+    /// # Errors
+    ///
+    /// As [`inspect`].
+    pub fn inspect(&self, path: impl AsRef<Path>) -> Result<LockReport> {
+        let path = path.as_ref();
+        let mut scan = Scan::new(self, path)?;
+        let file = match open_for_inspect(path) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(open_error(path, e)),
+        };
+        scan.report(path, file)
+    }
+
+    /// Inspects every `*.lock` file in a directory with these options. See
+    /// [`inspect_dir`].
+    ///
+    /// # Errors
+    ///
+    /// As [`inspect_dir`].
+    pub fn inspect_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Result<LockReport>>> {
+        let dir = dir.as_ref();
+        let mut scan = Scan::new(self, dir)?;
+        let dir_fd = open_dir(dir)?;
+        let mut reports = Vec::new();
+        for name in lock_file_names(dir, &dir_fd)? {
+            let path = dir.join(&name);
+            let report = match open_for_inspect_at(&dir_fd, Path::new(&name)) {
+                Ok(file) => scan.report(&path, Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(&path, None),
+                Err(e) => Err(open_error(&path, e)),
+            };
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+}
+
+/// Inspects one lock file with default [`InspectOptions`], without taking the
+/// lock.
+///
+/// # Errors
+///
+/// [`Error::Symlink`](crate::Error::Symlink) or [`Error::NotRegularFile`](crate::Error::NotRegularFile) when something other than
+/// a regular file sits at the path; [`Error::PermissionDenied`](crate::Error::PermissionDenied) when it
+/// cannot be read; [`Error::Io`](crate::Error::Io) when `/proc/locks` cannot be read. A missing
+/// file is not an error: its state is [`LockState::Absent`].
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), lockfile::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("job.lock");
+/// let guard = lockfile::LockGuard::try_acquire(&path)?;
+/// let report = lockfile::inspect(&path)?;
+/// assert_eq!(report.state, lockfile::LockState::Held);
+/// assert_eq!(report.owner.unwrap().token, guard.record().token);
+/// assert_eq!(report.holders[0].pid, std::process::id());
+/// # Ok(())
+/// # }
+/// ```
+pub fn inspect(path: impl AsRef<Path>) -> Result<LockReport> {
+    InspectOptions::new().inspect(path)
+}
+
+/// Inspects every `*.lock` file in `dir` (sorted by name) with default
+/// [`InspectOptions`]. One entry per file: a file that cannot be inspected (a
+/// symlink, a FIFO, an unreadable file) gets its own error, and the scan goes
+/// on.
+///
+/// The kernel's lock table is read once for the whole directory, and no lock
+/// is taken.
+///
+/// # Errors
+///
+/// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound) or [`Error::PermissionDenied`](crate::Error::PermissionDenied) when the
+/// directory cannot be listed.
+pub fn inspect_dir(dir: impl AsRef<Path>) -> Result<Vec<Result<LockReport>>> {
+    InspectOptions::new().inspect_dir(dir)
+}

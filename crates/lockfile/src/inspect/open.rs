@@ -1,0 +1,73 @@
+//! Opening lock files and directories for a look that changes nothing.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use crate::error::Operation;
+use crate::{Error, Result, sys};
+
+/// The names of the `*.lock` entries of the open directory `dir_fd`, sorted.
+/// Listed through the descriptor the files are then opened from, so that a
+/// directory renamed or replaced meanwhile cannot mix two listings.
+pub(super) fn lock_file_names(
+    dir: &Path,
+    dir_fd: &rustix::fd::OwnedFd,
+) -> Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let read_err = |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into());
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir_fd).map_err(read_err)? {
+        let name = entry.map_err(read_err)?.file_name().to_bytes().to_owned();
+        if name.ends_with(b".lock") {
+            names.push(std::ffi::OsStr::from_bytes(&name).to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+pub(super) fn open_dir(dir: &Path) -> Result<rustix::fd::OwnedFd> {
+    rustix::fs::open(
+        dir,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| Error::from_io(Operation::ReadDir, dir, e.into()))
+}
+
+fn inspect_flags() -> rustix::fs::OFlags {
+    use rustix::fs::OFlags;
+    // Never follow a symlink, never hang on a FIFO, never adopt a terminal.
+    OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC
+}
+
+pub(crate) fn open_for_inspect(path: &Path) -> io::Result<File> {
+    open_for_inspect_at(rustix::fs::CWD, path)
+}
+
+/// Opens `path` (relative to `dir`) read-only, for a look that changes
+/// nothing: no symlink followed, no FIFO waited on, no access time updated.
+pub(super) fn open_for_inspect_at(dir: impl rustix::fd::AsFd, path: &Path) -> io::Result<File> {
+    use rustix::fs::OFlags;
+    sys::open_noatime(path, |path, extra| {
+        rustix::fs::openat(
+            &dir,
+            path,
+            OFlags::RDONLY | inspect_flags() | OFlags::from_bits_retain(extra as _),
+            rustix::fs::Mode::empty(),
+        )
+        .map(File::from)
+        .map_err(io::Error::from)
+    })
+}
+
+pub(super) fn open_error(path: &Path, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => Error::Symlink {
+            op: Operation::Read,
+            path: path.to_path_buf(),
+        },
+        _ => Error::from_io(Operation::Read, path, e),
+    }
+}

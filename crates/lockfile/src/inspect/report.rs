@@ -1,0 +1,158 @@
+//! `LockReport` and `LockState`: what `inspect` says about one lock file,
+//! and the JSON shape `lockfile inspect --json` prints.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Serialize, Serializer};
+
+use super::finding::{Finding, Severity};
+use crate::content::{Content, NoRecord};
+use crate::{DecodeError, Holder, OwnerRecord};
+
+/// The state of one lock file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LockState {
+    /// There is no file at the path.
+    Absent,
+    /// Nobody holds the kernel lock, and the file is empty or its record says
+    /// the lock was released cleanly: the normal resting state of a lock.
+    Free,
+    /// Someone holds the kernel lock.
+    Held,
+    /// Nobody holds the kernel lock, but the record names an owner that never
+    /// released it: the litter of a dead owner, harmless to the next acquire.
+    Stale,
+    /// Nobody holds the kernel lock, and the content is not an owner record
+    /// (malformed, truncated, binary, oversized). Harmless to the next acquire.
+    Debris,
+}
+
+impl LockState {
+    /// The lowercase name used in JSON and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockState::Absent => "absent",
+            LockState::Free => "free",
+            LockState::Held => "held",
+            LockState::Stale => "stale",
+            LockState::Debris => "debris",
+        }
+    }
+}
+
+impl fmt::Display for LockState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What `inspect` found about one lock file.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LockReport {
+    /// The lock file.
+    pub path: PathBuf,
+    /// Its state.
+    pub state: LockState,
+    /// The owner record in the file, released or not, when there is one.
+    pub owner: Option<OwnerRecord>,
+    /// Whether the record says its owner released the lock cleanly.
+    pub released: bool,
+    /// The processes holding the kernel lock (empty unless `Held`; empty too
+    /// when the holder is not visible from this PID namespace).
+    pub holders: Vec<Holder>,
+    /// How long the recorded owner has held (or, when stale, had held) the
+    /// lock; `None` when the record is released or missing.
+    pub age: Option<Duration>,
+    /// Time since the last heartbeat (the file's modification time), for
+    /// held and stale files.
+    pub heartbeat_age: Option<Duration>,
+    /// The last success recorded in the file.
+    pub last_success: Option<SystemTime>,
+    /// The file's size in bytes.
+    pub size: u64,
+    /// The file's modification time: the last heartbeat, record write or release.
+    pub modified: Option<SystemTime>,
+    /// Why the content is not a record, for `Debris` (and for a held file
+    /// whose holder wrote none).
+    pub content_error: Option<DecodeError>,
+    /// What the file holds: a record of ours, nothing, a torn record, or
+    /// someone else's content. `None` when there is no file.
+    pub content: Option<Content>,
+    /// Why the file carries no record of its holders, when that is by
+    /// design: its content is not ours, or they hold it read-only. Such
+    /// holders raise no `holder_mismatch` or `owner_dead` finding.
+    pub no_record: Option<NoRecord>,
+    /// Everything worth telling, most severe first.
+    pub findings: Vec<Finding>,
+}
+
+impl LockReport {
+    /// The most severe finding's severity, or `None` when all is well.
+    pub fn severity(&self) -> Option<Severity> {
+        self.findings.iter().map(Finding::severity).max()
+    }
+}
+
+impl Serialize for LockReport {
+    /// The JSON shape of `lockfile inspect --json`.
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct FindingJson<'a> {
+            severity: Severity,
+            message: String,
+            #[serde(flatten)]
+            finding: &'a Finding,
+        }
+        #[derive(Serialize)]
+        struct ReportJson<'a> {
+            path: &'a Path,
+            state: LockState,
+            owner: Option<&'a OwnerRecord>,
+            released: bool,
+            holder_pid: Option<u32>,
+            holders: &'a [Holder],
+            age_seconds: Option<f64>,
+            heartbeat_age_seconds: Option<f64>,
+            #[serde(serialize_with = "opt_time")]
+            last_success: Option<SystemTime>,
+            size: u64,
+            content_error: Option<String>,
+            content: Option<Content>,
+            no_record: Option<NoRecord>,
+            findings: Vec<FindingJson<'a>>,
+        }
+        ReportJson {
+            path: &self.path,
+            state: self.state,
+            owner: self.owner.as_ref(),
+            released: self.released,
+            holder_pid: self.holders.first().map(|h| h.pid),
+            holders: &self.holders,
+            age_seconds: self.age.map(|d| d.as_secs_f64()),
+            heartbeat_age_seconds: self.heartbeat_age.map(|d| d.as_secs_f64()),
+            last_success: self.last_success,
+            size: self.size,
+            content_error: self.content_error.as_ref().map(ToString::to_string),
+            content: self.content,
+            no_record: self.no_record,
+            findings: self
+                .findings
+                .iter()
+                .map(|finding| FindingJson {
+                    severity: finding.severity(),
+                    message: finding.to_string(),
+                    finding,
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
+
+fn opt_time<S: Serializer>(t: &Option<SystemTime>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    crate::record::rfc3339::option::serialize(t, s)
+}

@@ -1,0 +1,403 @@
+//! The scan engine: one snapshot of the kernel's lock table and one clock
+//! reading, shared by every file of an inspection.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::finding::Finding;
+use super::liveness::{Liveness, holder_is_owner, holders, judge_owner};
+use super::options::InspectOptions;
+use super::report::{LockReport, LockState};
+use crate::content::{Content, NoRecord};
+use crate::error::Operation;
+use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
+use crate::sys::{self, KernelHold, KernelLocks, ProcessIdentity};
+use crate::{Error, OwnerRecord, Result};
+
+/// State shared by every file of one inspection: the options, the kernel's
+/// lock table, our identity, one clock reading, and filesystem types per device.
+pub(super) struct Scan<'a> {
+    opts: &'a InspectOptions,
+    locks: KernelLocks,
+    me: Arc<ProcessIdentity>,
+    now: SystemTime,
+    network_fs: HashMap<u64, Option<&'static str>>,
+    buf: Vec<u8>,
+}
+
+impl<'a> Scan<'a> {
+    pub(super) fn new(opts: &'a InspectOptions, path: &Path) -> Result<Scan<'a>> {
+        let locks = KernelLocks::snapshot().map_err(|e| Error::Io {
+            op: Operation::Read,
+            path: path.to_path_buf(),
+            source: io::Error::new(e.kind(), format!("cannot read the kernel lock table: {e}")),
+        })?;
+        Ok(Scan {
+            opts,
+            locks,
+            me: sys::process_identity(),
+            now: SystemTime::now(),
+            network_fs: HashMap::new(),
+            buf: Vec::new(),
+        })
+    }
+
+    pub(super) fn report(&mut self, path: &Path, file: Option<File>) -> Result<LockReport> {
+        let mut report = self.examine_settled(path, file.as_ref())?;
+        self.silence_findings(&mut report);
+        report
+            .findings
+            .sort_by_key(|f| std::cmp::Reverse(f.severity()));
+        Ok(report)
+    }
+
+    /// Examines the file until a verdict holds still: a live owner's lock
+    /// that looks abandoned is looked at again once its content changed
+    /// (it was being released, or taken anew, while we looked).
+    fn examine_settled(&mut self, path: &Path, file: Option<&File>) -> Result<LockReport> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            let mut report = empty_report(path);
+            let Some(file) = file else {
+                return Ok(report);
+            };
+            match self.examine(path, file, &mut report, attempt == ATTEMPTS)? {
+                Verdict::Settled => return Ok(report),
+                Verdict::Moving => attempt += 1,
+            }
+        }
+    }
+}
+
+/// Whether a file's examination can stand.
+enum Verdict {
+    Settled,
+    /// The file changed while we judged it: look again.
+    Moving,
+}
+
+fn empty_report(path: &Path) -> LockReport {
+    LockReport {
+        path: path.to_path_buf(),
+        state: LockState::Absent,
+        owner: None,
+        released: false,
+        holders: Vec::new(),
+        age: None,
+        heartbeat_age: None,
+        last_success: None,
+        size: 0,
+        modified: None,
+        content_error: None,
+        content: None,
+        no_record: None,
+        findings: Vec::new(),
+    }
+}
+
+/// What one read of a lock file gave: which file it is, and its content.
+struct Sample {
+    dev: u64,
+    ino: u64,
+    /// How many bytes of `Scan::buf` are the file's.
+    len: usize,
+    doc: Option<LockDocument>,
+    content_error: Option<DecodeError>,
+}
+
+impl Scan<'_> {
+    /// Read, resolve the kernel's hold, decide the state, then the findings.
+    /// `last_attempt`: judge even a file that keeps changing.
+    fn examine(
+        &mut self,
+        path: &Path,
+        file: &File,
+        report: &mut LockReport,
+        last_attempt: bool,
+    ) -> Result<Verdict> {
+        let sample = self.read(path, file, report)?;
+        // What can be said of an unreleased local record's owner.
+        let liveness = sample
+            .doc
+            .as_ref()
+            .filter(|d| !d.released && d.owner.hostname == self.me.hostname)
+            .map(|d| judge_owner(&d.owner, &self.me));
+        let Some(hold) = self.resolve_hold(file, &sample, liveness.as_ref(), last_attempt) else {
+            return Ok(Verdict::Moving);
+        };
+        report.state = state(&hold, sample.doc.as_ref(), sample.content_error.as_ref());
+        if let KernelHold::Held(pids) = &hold {
+            report.holders = holders(pids, sample.dev, sample.ino);
+        }
+        self.findings(file, sample, liveness, report);
+        Ok(Verdict::Settled)
+    }
+
+    /// Reads the file's metadata and first bytes into the report and
+    /// `self.buf`, and decodes them.
+    fn read(&mut self, path: &Path, file: &File, report: &mut LockReport) -> Result<Sample> {
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::NotRegularFile {
+                op: Operation::Read,
+                path: path.to_path_buf(),
+                kind: sys::file_kind(rustix::fs::FileType::from_raw_mode(meta.mode())),
+            });
+        }
+        report.size = meta.size();
+        report.modified = meta.modified().ok();
+        let want = usize::try_from(meta.size())
+            .unwrap_or(usize::MAX)
+            .min(MAX_RECORD_BYTES + 1);
+        self.buf.resize(want, 0);
+        let len = sys::read_prefix(file, &mut self.buf)
+            .map_err(|e| Error::from_io(Operation::Read, path, e))?;
+        // At most MAX_RECORD_BYTES + 1 bytes were read: a larger file
+        // decodes as too large.
+        let decoded = LockDocument::decode(&self.buf[..len]);
+        report.content = Some(Content::from_decoded(&decoded));
+        let (doc, content_error) = match decoded {
+            Ok(doc) => (Some(doc), None),
+            Err(e) => (None, Some(e)),
+        };
+        Ok(Sample {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len,
+            doc,
+            content_error,
+        })
+    }
+
+    /// Who holds the kernel lock, from the table, reconciled with the record;
+    /// `None` when the file changed while we judged it.
+    fn resolve_hold(
+        &self,
+        file: &File,
+        sample: &Sample,
+        liveness: Option<&Liveness>,
+        last_attempt: bool,
+    ) -> Option<KernelHold> {
+        let (dev, ino) = (sample.dev, sample.ino);
+        let hold = self.locks.hold(file, dev, ino);
+        let owner_not_dead = matches!(liveness, Some(Liveness::Alive | Liveness::Unknown));
+        let (KernelHold::Free, Some(doc), true) = (&hold, &sample.doc, owner_not_dead) else {
+            return Some(hold);
+        };
+        // An unreleased record whose owner may live, on a file the table says
+        // nobody holds: the table was read in pieces and skipped the lock, or
+        // the owner took it after the table was read (for a directory, the
+        // table is as old as the scan). The owner's own descriptors settle it
+        // when we may look at them.
+        if matches!(liveness, Some(Liveness::Alive)) && sys::process_holds(doc.owner.pid, dev, ino)
+        {
+            Some(KernelHold::Held(vec![i64::from(doc.owner.pid)]))
+        } else if !last_attempt && self.changed_since_read(file, sample.len) {
+            // Or the owner released (or released and took it again) since we
+            // read the record.
+            None
+        } else if let Ok(now) = KernelLocks::snapshot() {
+            // Its descriptors are not ours to read (another user, another PID
+            // namespace): ask the table again, now.
+            Some(now.hold(file, dev, ino))
+        } else {
+            Some(hold)
+        }
+    }
+
+    /// Everything worth telling about a file whose state is decided.
+    fn findings(
+        &mut self,
+        file: &File,
+        sample: Sample,
+        liveness: Option<Liveness>,
+        report: &mut LockReport,
+    ) {
+        report.content_error = sample.content_error.filter(|e| *e != DecodeError::Empty);
+        report.no_record = self.no_record(sample.doc.as_ref(), report, sample.dev, sample.ino);
+        if let Some(doc) = sample.doc {
+            report.released = doc.released;
+            report.last_success = doc.last_success;
+            // A record that the holders could not have written (they hold
+            // the file read-only) is history, no evidence against them.
+            if !doc.released && report.no_record.is_none() {
+                report.age = Some(doc.owner.age(self.now));
+                report.heartbeat_age = report
+                    .modified
+                    .map(|m| self.now.duration_since(m).unwrap_or_default());
+                self.owner_findings(&doc.owner, liveness, report);
+            }
+            if report.state == LockState::Held && report.no_record.is_none() {
+                self.holder_findings(&doc, report);
+            }
+            report.owner = Some(doc.owner);
+        } else if report.state == LockState::Held && report.no_record.is_none() {
+            // Held, and no record at all, by a holder that could have written
+            // one: another program that locks the file read-write without
+            // writing a record, or an acquire caught between lock and write.
+            report.findings.push(Finding::HolderMismatch {
+                recorded_pid: None,
+                holders: report.holders.clone(),
+            });
+        }
+        let network = *self
+            .network_fs
+            .entry(sample.dev)
+            .or_insert_with(|| sys::network_filesystem(file));
+        if let Some(fs) = network {
+            report.findings.push(Finding::NetworkFilesystem {
+                filesystem: fs.to_owned(),
+            });
+        }
+    }
+
+    /// Why the file carries no record of its holders, when that is by design:
+    /// its content is not ours, or every holder holds it read-only (flock(1),
+    /// or `lockfile run` on a file it may not write) and so could not have
+    /// written the record in the file, if any.
+    fn no_record(
+        &self,
+        doc: Option<&LockDocument>,
+        report: &LockReport,
+        dev: u64,
+        ino: u64,
+    ) -> Option<NoRecord> {
+        if report.content == Some(Content::Foreign) {
+            return Some(NoRecord::ForeignContent);
+        }
+        if report.state != LockState::Held || report.holders.is_empty() {
+            return None;
+        }
+        let owner_holds = doc.is_some_and(|d| {
+            !d.released
+                && report
+                    .holders
+                    .iter()
+                    .any(|h| holder_is_owner(h.pid, &d.owner, &self.me))
+        });
+        let read_only = report
+            .holders
+            .iter()
+            .all(|h| sys::process_hold_access(h.pid, dev, ino) == Some(sys::HoldAccess::ReadOnly));
+        (!owner_holds && read_only).then_some(NoRecord::ReadOnly)
+    }
+
+    /// Whether the first `n` bytes read into `self.buf` are no longer the file's.
+    fn changed_since_read(&self, file: &File, n: usize) -> bool {
+        let mut again = vec![0; n + 1];
+        match sys::read_prefix(file, &mut again) {
+            Ok(m) => again[..m] != self.buf[..n],
+            Err(_) => true,
+        }
+    }
+
+    /// Findings about an unreleased record's owner.
+    /// `liveness` is `None` for a record from another host.
+    fn owner_findings(
+        &self,
+        owner: &OwnerRecord,
+        liveness: Option<Liveness>,
+        report: &mut LockReport,
+    ) {
+        if owner.hostname != self.me.hostname {
+            report.findings.push(Finding::ForeignHost {
+                recorded_host: owner.hostname.clone(),
+                local_host: self.me.hostname.clone(),
+            });
+        } else if let Some(Liveness::Dead(reason)) = liveness {
+            report.findings.push(Finding::OwnerDead {
+                pid: owner.pid,
+                reason,
+            });
+        }
+        if report.state != LockState::Held {
+            return;
+        }
+        if let (Some(max), Some(age)) = (self.opts.max_age, report.age)
+            && age > max
+        {
+            report.findings.push(Finding::Aged {
+                age,
+                threshold: max,
+            });
+        }
+        let threshold = self.opts.stale_after.or_else(|| {
+            owner
+                .heartbeat_interval()
+                .map(|i| i.checked_mul(3).unwrap_or(Duration::MAX))
+        });
+        if let (Some(threshold), Some(silent)) = (threshold, report.heartbeat_age)
+            && silent > threshold
+        {
+            report
+                .findings
+                .push(Finding::HeartbeatSilent { silent, threshold });
+        }
+    }
+
+    /// Compares the kernel's holders with the record.
+    fn holder_findings(&self, doc: &LockDocument, report: &mut LockReport) {
+        if doc.owner.hostname != self.me.hostname {
+            // A foreign record on a lock held here: the holder wrote no record
+            // of its own (yet), or the directory is shared across hosts.
+            report.findings.push(Finding::HolderMismatch {
+                recorded_pid: None,
+                holders: report.holders.clone(),
+            });
+            return;
+        }
+        let matches = report
+            .holders
+            .iter()
+            .any(|h| holder_is_owner(h.pid, &doc.owner, &self.me));
+        if doc.released || !matches {
+            report.findings.push(Finding::HolderMismatch {
+                recorded_pid: (!doc.released).then_some(doc.owner.pid),
+                holders: report.holders.clone(),
+            });
+        }
+    }
+
+    fn silence_findings(&self, report: &mut LockReport) {
+        let Some(expect_every) = self.opts.expect_every else {
+            return;
+        };
+        match report.last_success {
+            None => report
+                .findings
+                .push(Finding::NeverSucceeded { expect_every }),
+            Some(t) => {
+                let since_success = self.now.duration_since(t).unwrap_or_default();
+                if since_success > expect_every {
+                    report.findings.push(Finding::Silent {
+                        since_success,
+                        expect_every,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A file's state, from who holds its lock and what it holds.
+fn state(
+    hold: &KernelHold,
+    doc: Option<&LockDocument>,
+    content_error: Option<&DecodeError>,
+) -> LockState {
+    match (hold, doc, content_error) {
+        (KernelHold::Held(_), _, _) => LockState::Held,
+        (KernelHold::Free, Some(doc), _) if doc.released => LockState::Free,
+        (KernelHold::Free, Some(_), _) => LockState::Stale,
+        (KernelHold::Free, None, Some(DecodeError::Empty)) => LockState::Free,
+        (KernelHold::Free, None, _) => LockState::Debris,
+    }
+}

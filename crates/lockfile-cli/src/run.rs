@@ -30,6 +30,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     // read-only and left byte for byte as it is.
     opts.job(job)
         .heartbeat_interval(args.heartbeat)
+        .heartbeat_source(lockfile::HeartbeatSource::Wrapper)
         .record_optional(true);
     let acquired = if args.nonblock {
         opts.try_acquire(&args.lockfile)

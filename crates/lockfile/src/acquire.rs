@@ -163,16 +163,13 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             (false, Access::ReadOnly) => Some(NoRecord::ReadOnly),
             (false, Access::ReadWrite) => None,
         };
-        let doc = match no_record {
+        let (doc, written_len) = match no_record {
             None => match write_record(opts, path, &file, &previous, started) {
-                Ok(doc) => doc,
+                Ok(written) => written,
                 Err(e) => return Err(unlocked(&file, e)),
             },
             Some(reason) => {
-                let doc = LockDocument::new(
-                    OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval),
-                    None,
-                );
+                let doc = LockDocument::new(owner(opts), None, None);
                 tracing::info!(
                     name: "lock_acquired",
                     event = "lock_acquired",
@@ -183,7 +180,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
                     waited_ms = started.elapsed().as_millis() as u64,
                     no_record = reason.as_str(),
                 );
-                doc
+                (doc, 0)
             }
         };
         return Ok(LockGuard::new(
@@ -191,6 +188,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             path.to_path_buf(),
             doc,
             no_record,
+            written_len,
             opts.remove_on_release,
         ));
     }
@@ -351,15 +349,23 @@ fn contended(path: &Path, file: &File) -> Error {
     }
 }
 
-/// Writes our record over the previous one of ours, carrying its last
-/// success along.
+/// This process's record, with the promises the options make.
+fn owner(opts: &LockOptions) -> OwnerRecord {
+    let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
+    owner.heartbeat_source = opts.heartbeat_source;
+    owner.max_runtime_ms = opts.max_runtime.map(crate::record::millis);
+    owner
+}
+
+/// Writes our record over the previous one of ours, carrying its history
+/// (last success, last run) along. Returns it and its length.
 fn write_record(
     opts: &LockOptions,
     path: &Path,
     file: &File,
     previous: &[u8],
     started: Instant,
-) -> Result<LockDocument> {
+) -> Result<(LockDocument, usize)> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     // Parse the previous document only when it has something to carry (a
     // success) or to report (an owner that died holding the lock); the
@@ -367,14 +373,14 @@ fn write_record(
     // parse. A document that does not parse carries nothing: a torn record
     // must not hand a "success" to the silence alarm.
     let previous_doc = peek(previous)
-        .filter(|p| p.has_success || !p.released)
+        .filter(|p| p.has_history || !p.released)
         .and_then(|_| LockDocument::decode(previous).ok());
     let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
+    let last_run = previous_doc.as_ref().and_then(|doc| doc.last_run.clone());
     let dead_owner = previous_doc
         .filter(|doc| !doc.released)
         .map(|doc| doc.owner);
-    let owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
-    let doc = LockDocument::new(owner, last_success);
+    let doc = LockDocument::new(owner(opts), last_success, last_run);
     let mut buf = Vec::with_capacity(512);
     doc.encode_into(&mut buf);
     file.write_all_at(&buf, 0).map_err(write_err)?;
@@ -394,5 +400,5 @@ fn write_record(
         previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
         previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
     );
-    Ok(doc)
+    Ok((doc, buf.len()))
 }

@@ -173,6 +173,24 @@ pub enum Error {
         /// Its first bytes, escaped for printing.
         preview: String,
     },
+    /// A beat for a run whose record is no longer in the lock file: the run
+    /// ended, or another run holds the lock now. Nothing was changed.
+    #[error(
+        "refusing to beat `{}` for run {token}: {}; a process left behind by an earlier run must not keep a later run's lock alive",
+        path.display(),
+        match found {
+            Some(other) => format!("its record belongs to run {other}"),
+            None => "it holds no unreleased record".to_owned(),
+        }
+    )]
+    NotOurRun {
+        /// The lock file.
+        path: PathBuf,
+        /// The run that asked to beat.
+        token: uuid::Uuid,
+        /// The run whose record the file holds, if an unreleased one.
+        found: Option<uuid::Uuid>,
+    },
     /// Any other I/O failure.
     #[error("cannot {op} `{}`: {source}", path.display())]
     Io {
@@ -239,6 +257,7 @@ impl Error {
             | Error::Symlink { path, .. }
             | Error::NotRegularFile { path, .. }
             | Error::ForeignContent { path, .. }
+            | Error::NotOurRun { path, .. }
             | Error::Io { path, .. } => path,
         }
     }

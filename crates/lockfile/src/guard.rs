@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use crate::content::NoRecord;
 use crate::error::Operation;
+use crate::history::{LastRun, Outcome, RunEnd};
 use crate::record::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
 use crate::{Error, Holder, OwnerRecord, Result, sys};
 
@@ -27,6 +28,8 @@ pub struct LockGuard {
     /// Why the file holds no record of ours, when it holds none: then this
     /// guard never writes a byte into it, nor sets its times.
     no_record: Option<NoRecord>,
+    /// How long the file is: the length of the document last written.
+    written_len: usize,
     remove_on_release: bool,
     /// Set once the descriptor was shared with children
     /// ([`LockGuard::share_with_children`]): from then on this process only
@@ -43,6 +46,7 @@ impl LockGuard {
         path: PathBuf,
         doc: LockDocument,
         no_record: Option<NoRecord>,
+        written_len: usize,
         remove_on_release: bool,
     ) -> LockGuard {
         LockGuard {
@@ -50,6 +54,7 @@ impl LockGuard {
             path,
             doc,
             no_record,
+            written_len,
             remove_on_release,
             shared: false,
             done: false,
@@ -126,11 +131,54 @@ impl LockGuard {
             return Ok(());
         }
         self.doc.last_success = Some(crate::record::now());
+        self.write_document()
+    }
+
+    /// Records how this run ended, for `inspect` (`last_run`) and
+    /// `lockfile check`: the outcome, exit status or signal, and the count
+    /// of failures in a row. Like the last success, it is kept by later
+    /// holders until a later run records its own. A success also records the
+    /// last success, as [`record_success`](Self::record_success) does.
+    ///
+    /// A guard without a record ([`no_record`](Self::no_record)) has nowhere
+    /// to keep it: the call writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] with [`Operation::Write`] when the record cannot be written.
+    pub fn record_outcome(&mut self, end: RunEnd) -> Result<()> {
+        if self.no_record.is_some() {
+            return Ok(());
+        }
+        let now = crate::record::now();
+        self.doc.last_run = Some(Box::new(LastRun::after(
+            self.doc.last_run.as_deref(),
+            end,
+            now,
+        )));
+        if end.outcome == Outcome::Succeeded {
+            self.doc.last_success = Some(now);
+        }
+        self.write_document()
+    }
+
+    /// The last finished run recorded in this lock file, by this holder or
+    /// an earlier one.
+    pub fn last_run(&self) -> Option<&LastRun> {
+        self.doc.last_run.as_deref()
+    }
+
+    fn write_document(&mut self) -> Result<()> {
+        let write_err = |e| Error::from_io(Operation::Write, &self.path, e);
         let mut buf = Vec::new();
         self.doc.encode_into(&mut buf);
-        self.file
-            .write_all_at(&buf, 0)
-            .map_err(|e| Error::from_io(Operation::Write, &self.path, e))
+        self.file.write_all_at(&buf, 0).map_err(write_err)?;
+        // A shorter document must not leave the old one's tail behind.
+        if buf.len() < self.written_len {
+            self.file.set_len(buf.len() as u64).map_err(write_err)?;
+        }
+        self.written_len = buf.len();
+        Ok(())
     }
 
     /// Releases the lock: marks the record released, unlocks, closes.

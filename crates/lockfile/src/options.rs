@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::HeartbeatSource;
+
 /// Options for taking a lock; finish with [`acquire`](LockOptions::acquire)
 /// or [`try_acquire`](LockOptions::try_acquire).
 ///
@@ -30,6 +32,8 @@ pub struct LockOptions {
     pub(crate) mode: u32,
     pub(crate) remove_on_release: bool,
     pub(crate) record_optional: bool,
+    pub(crate) heartbeat_source: Option<HeartbeatSource>,
+    pub(crate) max_runtime: Option<Duration>,
 }
 
 impl Default for LockOptions {
@@ -48,6 +52,8 @@ impl LockOptions {
             mode: 0o644,
             remove_on_release: false,
             record_optional: false,
+            heartbeat_source: None,
+            max_runtime: None,
         }
     }
 
@@ -84,6 +90,27 @@ impl LockOptions {
     /// `inspect` is given a threshold.
     pub fn heartbeat_interval(&mut self, interval: Duration) -> &mut Self {
         self.heartbeat_interval = Some(interval);
+        self
+    }
+
+    /// Who will keep the heartbeat, written into the record so that `inspect`
+    /// can tell a beat that proves progress from one that only proves a
+    /// wrapper lives.
+    ///
+    /// Default: none said (a library holder beats for itself).
+    pub fn heartbeat_source(&mut self, source: HeartbeatSource) -> &mut Self {
+        self.heartbeat_source = Some(source);
+        self
+    }
+
+    /// The longest the holder means to hold the lock, written into the record
+    /// so that `inspect` and `lockfile check` can tell a holder that is past
+    /// its own limit. A promise: nothing enforces it here (`lockfile run
+    /// --max-runtime` does).
+    ///
+    /// Default: none.
+    pub fn max_runtime(&mut self, limit: Duration) -> &mut Self {
+        self.max_runtime = Some(limit);
         self
     }
 

@@ -239,7 +239,13 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, String) {
     if let Some(t) = report.last_success {
         return kept(format!(
             "stale, but it carries the job's last success ({}), which the silence alarm needs; the next acquire reuses the file",
-            crate::record::rfc3339::display(t)
+            crate::rfc3339::display(t)
+        ));
+    }
+    if let Some(run) = &report.last_run {
+        return kept(format!(
+            "stale, but it carries the job's run history (last run {}, {} failure(s) in a row), which `check` needs; the next acquire reuses the file",
+            run.outcome, run.consecutive_failures
         ));
     }
     let changed_ago = report

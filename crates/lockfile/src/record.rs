@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::sys;
+use crate::history::LastRun;
+use crate::{rfc3339, sys};
 
 /// The format version as a literal, so that the record's fixed prefix can be
 /// spelled from it at compile time (see [`RELEASED_PREFIX`]).
@@ -94,6 +95,41 @@ pub struct OwnerRecord {
     /// `inspect` judges a silent heartbeat against this promise by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_interval_ms: Option<u64>,
+    /// Who keeps the heartbeat: a wrapper on the job's behalf, which proves
+    /// only that the wrapper lives, or the job itself, which proves progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_source: Option<HeartbeatSource>,
+    /// The longest the holder promised to hold the lock, in milliseconds
+    /// (written as `max_runtime_seconds`, fractional).
+    #[serde(
+        default,
+        rename = "max_runtime_seconds",
+        with = "seconds_from_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_runtime_ms: Option<u64>,
+}
+
+/// Who refreshes a lock's heartbeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HeartbeatSource {
+    /// A wrapper on the job's behalf (`lockfile run` without `--watchdog`): a
+    /// beat proves that the wrapper lives, not that the job makes progress.
+    Wrapper,
+    /// The job itself, between units of work: a beat proves progress.
+    Command,
+}
+
+impl HeartbeatSource {
+    /// `wrapper` or `command`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeartbeatSource::Wrapper => "wrapper",
+            HeartbeatSource::Command => "command",
+        }
+    }
 }
 
 impl OwnerRecord {
@@ -113,9 +149,15 @@ impl OwnerRecord {
             token: new_token(me.pid),
             job: job.map(str::to_owned),
             acquired_at: now(),
-            heartbeat_interval_ms: heartbeat_interval
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            heartbeat_interval_ms: heartbeat_interval.map(millis),
+            heartbeat_source: None,
+            max_runtime_ms: None,
         }
+    }
+
+    /// The longest the holder promised to hold the lock, if it promised.
+    pub fn max_runtime(&self) -> Option<Duration> {
+        self.max_runtime_ms.map(Duration::from_millis)
     }
 
     /// The heartbeat interval the holder promised, if any.
@@ -151,6 +193,29 @@ impl fmt::Display for OwnerRecord {
             rfc3339::display(self.acquired_at)
         )
     }
+}
+
+/// Milliseconds kept as an integer (so that records compare exactly),
+/// written as fractional seconds.
+mod seconds_from_millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(ms: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match ms {
+            Some(ms) => s.serialize_f64(*ms as f64 / 1000.0),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?
+            .filter(|secs| secs.is_finite() && *secs >= 0.0)
+            .map(|secs| (secs * 1000.0).round().min(u64::MAX as f64) as u64))
+    }
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A fresh random (version 4) token.
@@ -194,7 +259,7 @@ pub(crate) fn now() -> SystemTime {
 }
 
 /// The whole content of a lock file: the record plus the file's own history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct LockDocument {
     /// [`FORMAT_VERSION`] when written.
     pub(crate) format: u32,
@@ -210,6 +275,10 @@ pub(crate) struct LockDocument {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) last_success: Option<SystemTime>,
+    /// How the last finished run ended, carried like the last success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Boxed: most documents have none, and a guard carries its document.
+    pub(crate) last_run: Option<Box<LastRun>>,
     pub(crate) owner: OwnerRecord,
 }
 
@@ -218,7 +287,8 @@ pub(crate) struct LockDocument {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Peek {
     pub(crate) released: bool,
-    pub(crate) has_success: bool,
+    /// It carries a history (a last success, a last run) to hand on.
+    pub(crate) has_history: bool,
 }
 
 /// Peeks at a document this crate wrote; `None` for anything else (empty,
@@ -235,7 +305,10 @@ pub(crate) fn peek(bytes: &[u8]) -> Option<Peek> {
     };
     Some(Peek {
         released,
-        has_success: rest.trim_ascii_start().starts_with(b",\"last_success\":\""),
+        has_history: {
+            let rest = rest.trim_ascii_start();
+            rest.starts_with(b",\"last_success\":\"") || rest.starts_with(b",\"last_run\":{")
+        },
     })
 }
 
@@ -249,12 +322,17 @@ const RELEASED_PREFIX: &str = concat!("{\"format\":", format_version!(), ",\"rel
 pub(crate) const RELEASED_TRUE: &[u8; 5] = b"true ";
 
 impl LockDocument {
-    pub(crate) fn new(owner: OwnerRecord, last_success: Option<SystemTime>) -> LockDocument {
+    pub(crate) fn new(
+        owner: OwnerRecord,
+        last_success: Option<SystemTime>,
+        last_run: Option<Box<LastRun>>,
+    ) -> LockDocument {
         LockDocument {
             format: FORMAT_VERSION,
             released: false,
             owner,
             last_success,
+            last_run,
         }
     }
 
@@ -396,63 +474,6 @@ pub fn decode_record(bytes: &[u8]) -> Result<OwnerRecord, DecodeError> {
     LockDocument::decode(bytes).map(|doc| doc.owner)
 }
 
-/// Timestamps as RFC 3339 strings in UTC, readable with `jq` and by humans.
-pub(crate) mod rfc3339 {
-    use super::*;
-    use serde::{Deserializer, Serializer, de::Error as _};
-
-    /// The latest time RFC 3339 (four-digit years) can spell.
-    const MAX_SECS: u64 = 253_402_300_799;
-
-    /// Clamps into the range RFC 3339 can represent, so formatting never
-    /// panics on a clock set before 1970 or a forged far-future value.
-    fn clamp(t: SystemTime) -> SystemTime {
-        match t.duration_since(UNIX_EPOCH) {
-            Err(_) => UNIX_EPOCH,
-            Ok(d) if d.as_secs() > MAX_SECS => UNIX_EPOCH + Duration::from_secs(MAX_SECS),
-            Ok(_) => t,
-        }
-    }
-
-    pub(crate) fn display(t: SystemTime) -> humantime::Rfc3339Timestamp {
-        humantime::format_rfc3339_micros(clamp(t))
-    }
-
-    pub(crate) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&display(*t))
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        humantime::parse_rfc3339(&s).map_err(D::Error::custom)
-    }
-
-    pub(crate) mod option {
-        use super::*;
-
-        pub(crate) fn serialize<S: Serializer>(
-            t: &Option<SystemTime>,
-            s: S,
-        ) -> Result<S::Ok, S::Error> {
-            match t {
-                Some(t) => super::serialize(t, s),
-                None => s.serialize_none(),
-            }
-        }
-
-        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
-            d: D,
-        ) -> Result<Option<SystemTime>, D::Error> {
-            match Option::<std::borrow::Cow<'de, str>>::deserialize(d)? {
-                Some(s) => humantime::parse_rfc3339(&s)
-                    .map(Some)
-                    .map_err(D::Error::custom),
-                None => Ok(None),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,12 +490,14 @@ mod tests {
             job: Some("nightly".to_owned()),
             acquired_at: UNIX_EPOCH + Duration::from_micros(1_764_511_652_123_456),
             heartbeat_interval_ms: Some(30_000),
+            heartbeat_source: Some(HeartbeatSource::Wrapper),
+            max_runtime_ms: Some(1_234),
         }
     }
 
     #[test]
     fn encoded_document_is_padded_json_with_the_flag_at_a_fixed_offset() {
-        let doc = LockDocument::new(sample(), None);
+        let doc = LockDocument::new(sample(), None, None);
         let mut buf = Vec::new();
         doc.encode_into(&mut buf);
         assert_eq!(buf.len() % RECORD_BLOCK, 0);
@@ -485,7 +508,7 @@ mod tests {
             peek(&buf),
             Some(Peek {
                 released: false,
-                has_success: false
+                has_history: false
             })
         );
 
@@ -500,7 +523,7 @@ mod tests {
         let mut owner = sample();
         owner.job = Some("j".repeat(600));
         let mut buf = Vec::new();
-        LockDocument::new(owner, Some(SystemTime::now())).encode_into(&mut buf);
+        LockDocument::new(owner, Some(SystemTime::now()), None).encode_into(&mut buf);
         assert_eq!(buf.len(), 2 * RECORD_BLOCK);
     }
 
@@ -589,13 +612,13 @@ mod tests {
         let mut owner = sample();
         owner.acquired_at = UNIX_EPOCH - Duration::from_secs(5);
         let mut buf = Vec::new();
-        LockDocument::new(owner.clone(), None).encode_into(&mut buf);
+        LockDocument::new(owner.clone(), None, None).encode_into(&mut buf);
         assert_eq!(
             LockDocument::decode(&buf).unwrap().owner.acquired_at,
             UNIX_EPOCH
         );
         owner.acquired_at = UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
-        LockDocument::new(owner, None).encode_into(&mut buf);
+        LockDocument::new(owner, None, None).encode_into(&mut buf);
         assert!(LockDocument::decode(&buf).is_ok());
     }
 
@@ -624,10 +647,16 @@ mod tests {
             job in proptest::option::of(".{0,200}"),
             acquired_at in arb_time(),
             heartbeat_interval_ms in proptest::option::of(any::<u64>()),
+            command_beats in proptest::option::of(any::<bool>()),
+            max_runtime_ms in proptest::option::of(0u64..1 << 40),
         ) -> OwnerRecord {
             OwnerRecord {
                 pid, hostname, boot_id, pid_namespace, start_time,
                 token: Uuid::from_u128(token), job, acquired_at, heartbeat_interval_ms,
+                heartbeat_source: command_beats.map(|c| {
+                    if c { HeartbeatSource::Command } else { HeartbeatSource::Wrapper }
+                }),
+                max_runtime_ms,
             }
         }
     }
@@ -639,14 +668,14 @@ mod tests {
             released in any::<bool>(),
             last_success in proptest::option::of(arb_time()),
         ) {
-            let mut doc = LockDocument::new(owner, last_success);
+            let mut doc = LockDocument::new(owner, last_success, None);
             doc.released = released;
             let mut buf = Vec::new();
             doc.encode_into(&mut buf);
             prop_assert_eq!(buf.len() % RECORD_BLOCK, 0);
             prop_assert_eq!(
                 peek(&buf),
-                Some(Peek { released: doc.released, has_success: doc.last_success.is_some() })
+                Some(Peek { released: doc.released, has_history: doc.last_success.is_some() })
             );
             prop_assert_eq!(LockDocument::decode(&buf), Ok(doc));
         }
@@ -663,7 +692,7 @@ mod tests {
             flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
         ) {
             let mut buf = Vec::new();
-            LockDocument::new(owner, None).encode_into(&mut buf);
+            LockDocument::new(owner, None, None).encode_into(&mut buf);
             for (at, byte) in flips {
                 let i = at.index(buf.len());
                 buf[i] = byte;

@@ -7,6 +7,7 @@ mod contention;
 mod faults;
 mod fuzz_bodies;
 mod fuzz_corpus;
+mod history;
 mod inspect;
 mod interop;
 mod model;

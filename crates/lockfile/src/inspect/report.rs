@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 
 use super::finding::{Finding, Severity};
 use crate::content::{Content, NoRecord};
-use crate::{DecodeError, Holder, OwnerRecord};
+use crate::{DecodeError, Holder, LastRun, OwnerRecord};
 
 /// The state of one lock file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -72,6 +72,8 @@ pub struct LockReport {
     pub heartbeat_age: Option<Duration>,
     /// The last success recorded in the file.
     pub last_success: Option<SystemTime>,
+    /// How the last finished run ended, when one was recorded.
+    pub last_run: Option<LastRun>,
     /// The file's size in bytes.
     pub size: u64,
     /// The file's modification time: the last heartbeat, record write or release.
@@ -119,6 +121,7 @@ impl Serialize for LockReport {
             heartbeat_age_seconds: Option<f64>,
             #[serde(serialize_with = "opt_time")]
             last_success: Option<SystemTime>,
+            last_run: Option<&'a LastRun>,
             size: u64,
             content_error: Option<String>,
             content: Option<Content>,
@@ -135,6 +138,7 @@ impl Serialize for LockReport {
             age_seconds: self.age.map(|d| d.as_secs_f64()),
             heartbeat_age_seconds: self.heartbeat_age.map(|d| d.as_secs_f64()),
             last_success: self.last_success,
+            last_run: self.last_run.as_ref(),
             size: self.size,
             content_error: self.content_error.as_ref().map(ToString::to_string),
             content: self.content,
@@ -154,5 +158,5 @@ impl Serialize for LockReport {
 }
 
 fn opt_time<S: Serializer>(t: &Option<SystemTime>, s: S) -> std::result::Result<S::Ok, S::Error> {
-    crate::record::rfc3339::option::serialize(t, s)
+    crate::rfc3339::option::serialize(t, s)
 }

@@ -92,6 +92,7 @@ fn empty_report(path: &Path) -> LockReport {
         age: None,
         heartbeat_age: None,
         last_success: None,
+        last_run: None,
         size: 0,
         modified: None,
         content_error: None,
@@ -226,6 +227,7 @@ impl Scan<'_> {
         if let Some(doc) = sample.doc {
             report.released = doc.released;
             report.last_success = doc.last_success;
+            report.last_run = doc.last_run.as_deref().cloned();
             // A record that the holders could not have written (they hold
             // the file read-only) is history, no evidence against them.
             if !doc.released && report.no_record.is_none() {

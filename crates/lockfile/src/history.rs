@@ -1,0 +1,155 @@
+//! The run history a lock file keeps across holders: how the last run ended,
+//! and how many in a row have failed. `lockfile check` alarms on it.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::rfc3339;
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The job succeeded (exit status 0).
+    Succeeded,
+    /// The job failed: a non-zero exit status, or a signal.
+    Failed,
+    /// The job ran past its maximum runtime and was stopped.
+    TimedOut,
+    /// The job stopped proving progress (its watchdog fired) and was stopped.
+    Hung,
+    /// Another run stopped the job, judging it hung, and took the lock.
+    Evicted,
+    /// The job's lease lapsed while it ran (etcd), and it was stopped.
+    LeaseLost,
+}
+
+impl Outcome {
+    /// The name used in JSON and tables: `succeeded`, `failed`, `timed_out`,
+    /// `hung`, `evicted` or `lease_lost`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Hung => "hung",
+            Outcome::Evicted => "evicted",
+            Outcome::LeaseLost => "lease_lost",
+        }
+    }
+
+    /// Every outcome but success counts as a failure.
+    pub fn is_failure(self) -> bool {
+        self != Outcome::Succeeded
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How one run ended, as the run's holder reports it to
+/// [`LockGuard::record_outcome`](crate::LockGuard::record_outcome).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunEnd {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Its exit status, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// When it started.
+    pub started_at: SystemTime,
+}
+
+/// The last finished run, kept in the lock file across holders (like the last
+/// success) until a later run replaces it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LastRun {
+    /// When it started.
+    #[serde(with = "rfc3339")]
+    pub started_at: SystemTime,
+    /// When it ended.
+    #[serde(with = "rfc3339")]
+    pub finished_at: SystemTime,
+    /// How long it ran.
+    pub duration_seconds: f64,
+    /// Its exit status, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// How many runs in a row have failed, this one included (0 after a
+    /// success).
+    pub consecutive_failures: u32,
+    /// When a run last failed, this one or an earlier one.
+    #[serde(with = "rfc3339::option")]
+    pub last_failure_at: Option<SystemTime>,
+}
+
+impl LastRun {
+    /// The history after `end`, which finished at `now`, given the one
+    /// before it.
+    pub(crate) fn after(previous: Option<&LastRun>, end: RunEnd, now: SystemTime) -> LastRun {
+        let failed = end.outcome.is_failure();
+        let consecutive_failures = if failed {
+            previous
+                .map_or(0, |p| p.consecutive_failures)
+                .saturating_add(1)
+        } else {
+            0
+        };
+        LastRun {
+            started_at: end.started_at,
+            finished_at: now,
+            duration_seconds: now
+                .duration_since(end.started_at)
+                .unwrap_or(Duration::ZERO)
+                .as_secs_f64(),
+            exit_code: end.exit_code,
+            signal: end.signal,
+            outcome: end.outcome,
+            consecutive_failures,
+            last_failure_at: if failed {
+                Some(now)
+            } else {
+                previous.and_then(|p| p.last_failure_at)
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(outcome: Outcome) -> RunEnd {
+        RunEnd {
+            outcome,
+            exit_code: Some(1),
+            signal: None,
+            started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(100),
+        }
+    }
+
+    #[test]
+    fn failures_count_up_in_a_row_and_a_success_resets_them() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(160);
+        let first = LastRun::after(None, end(Outcome::Failed), now);
+        assert_eq!(first.consecutive_failures, 1);
+        assert_eq!(first.duration_seconds, 60.0);
+        assert_eq!(first.last_failure_at, Some(now));
+        let second = LastRun::after(Some(&first), end(Outcome::Hung), now);
+        assert_eq!(second.consecutive_failures, 2);
+        let ok = LastRun::after(Some(&second), end(Outcome::Succeeded), now);
+        assert_eq!(ok.consecutive_failures, 0);
+        assert_eq!(ok.last_failure_at, Some(now), "the last failure is kept");
+    }
+}

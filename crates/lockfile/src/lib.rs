@@ -130,6 +130,7 @@
 //! `lock_released`, `stale_lock_removed` and `heartbeat` (at trace level).
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 #![cfg(unix)]
 
 mod acquire;
@@ -145,6 +146,8 @@ mod options;
 mod reap;
 mod record;
 mod rfc3339;
+// The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
+#[allow(unsafe_code)]
 mod sys;
 
 pub use beat::beat;

@@ -1,8 +1,10 @@
 //! Platform calls. Everything `unsafe` in this crate lives under this module.
 //!
-//! `linux.rs` is the tested platform: it reads `/proc` to learn who holds a
+//! `linux/` is the tested platform: it reads `/proc` to learn who holds a
 //! kernel lock and uses a per-thread POSIX timer for bounded waits.
 //! `other.rs` keeps other Unix systems compiling with documented fallbacks.
+//! Both offer the same functions; the types they share, and what needs no
+//! platform of its own, are defined here once, so the two cannot drift apart.
 
 use std::fs::File;
 use std::io;
@@ -152,6 +154,27 @@ pub(crate) fn file_kind(kind: rustix::fs::FileType) -> &'static str {
         FileType::RegularFile => "regular file",
         _ => "special file",
     }
+}
+
+/// What `/proc/PID/stat` tells of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    /// It has exited, or is exiting: a zombie its parent has not reaped yet
+    /// (state Z or X), or a process past the point where the kernel closed
+    /// its files (flag PF_EXITING), whose locks are gone.
+    pub(crate) exited: bool,
+    /// Field 22: the start time in clock ticks since boot.
+    pub(crate) start_time: u64,
+}
+
+/// Whether the kernel lock on a file is held, and by whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KernelHold {
+    Free,
+    /// Held. The PIDs are the processes that took the lock, as the kernel
+    /// recorded them; a non-positive PID is one not visible from here. For a
+    /// lock the table left out, they are the processes holding it.
+    Held(Vec<i64>),
 }
 
 /// How a process holds a lock: through a descriptor open for writing, or

@@ -5,18 +5,14 @@ use std::fs::File;
 use std::io;
 use std::time::Instant;
 
+use super::{KernelHold, ProcStat};
+
 pub(super) fn boot_id() -> Option<String> {
     None
 }
 
 pub(crate) fn pid_namespace(_pid: Option<u32>) -> Option<u64> {
     None
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ProcStat {
-    pub(crate) exited: bool,
-    pub(crate) start_time: u64,
 }
 
 pub(crate) fn process_stat(_pid: u32) -> Option<ProcStat> {
@@ -68,12 +64,6 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity>
 /// but a `try_acquire` in that window reports contention.
 #[derive(Debug, Default)]
 pub(crate) struct KernelLocks;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum KernelHold {
-    Free,
-    Held(Vec<i64>),
-}
 
 impl KernelLocks {
     pub(crate) fn snapshot() -> io::Result<KernelLocks> {

@@ -1,0 +1,50 @@
+//! Which file a descriptor or a path is, and what kind of filesystem holds
+//! it, asked of the kernel as narrowly as the lock's hot path can afford.
+
+use std::fs::File;
+use std::io;
+
+use crate::sys::Identity;
+
+/// `O_NOATIME`, which only Linux has: reading a lock file must not dirty its
+/// inode.
+pub(in crate::sys) fn noatime_flag() -> i32 {
+    libc::O_NOATIME
+}
+
+/// The identity of an open file, from statx(2) asked for the type and inode
+/// only. Not for the times: on filesystems with fine-grained timestamps
+/// (Linux 6.13+), a query of the times makes the next write to the file take
+/// a fine-grained timestamp and log its inode, which the lock's hot path
+/// would pay for on every record write.
+pub(crate) fn identity_of(file: &File) -> io::Result<Identity> {
+    identity(rustix::fs::statx(
+        file,
+        "",
+        rustix::fs::AtFlags::EMPTY_PATH,
+        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO,
+    ))
+}
+
+/// The identity of what `path` names, without following a symlink.
+pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<Identity> {
+    identity(rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO,
+    ))
+}
+
+fn identity(statx: rustix::io::Result<rustix::fs::Statx>) -> io::Result<Identity> {
+    let st = statx?;
+    Ok(Identity {
+        dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        kind: rustix::fs::FileType::from_raw_mode(st.stx_mode.into()),
+    })
+}
+
+pub(in crate::sys) fn filesystem_type(file: &File) -> Option<u64> {
+    rustix::fs::fstatfs(file).ok().map(|s| s.f_type as u64)
+}

@@ -1,0 +1,18 @@
+//! Linux: `/proc` for identities and lock holders, a POSIX timer for bounded
+//! waits. One file per concern, so that each reads on its own; this module
+//! only gathers what the rest of the crate calls.
+
+mod identity;
+mod lock_line;
+mod lock_table;
+mod process_walk;
+mod procfs;
+mod wait_timer;
+
+pub(super) use identity::{filesystem_type, noatime_flag};
+pub(crate) use identity::{identity_at, identity_of};
+pub(crate) use lock_table::KernelLocks;
+pub(crate) use process_walk::{process_hold_access, process_holds, processes_holding};
+pub(super) use procfs::{boot_id, own_start_time};
+pub(crate) use procfs::{command_name, innermost_pid, pid_namespace, process_stat};
+pub(crate) use wait_timer::lock_until;

@@ -23,7 +23,7 @@ use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result};
 /// paused past its deadline (a stop signal, a long GC, a VM migration) wakes up
 /// still "holding" it. Pass [`fencing_token`](LeaseGuard::fencing_token) to
 /// every resource you change, and have the resource refuse tokens older than
-/// the newest it has seen (see [`FencedStore`](crate::FencedStore)).
+/// the newest it has seen (the crate's `fenced_store` example shows one).
 #[derive(Debug)]
 #[must_use = "if unused the lease is released immediately"]
 pub struct LeaseGuard {

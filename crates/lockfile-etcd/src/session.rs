@@ -296,15 +296,16 @@ async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) ->
     };
     // Revoke even when the delete failed: if that was only an error in the
     // answer, the revoke still lets the next holder in at once.
-    let revoked = match conn
-        .call(Operation::Revoke, client.lease_revoke(lease_id))
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Revoking a lease that already expired is not a failure to release.
-        Err(Error::Etcd { source, .. }) if source.to_string().contains("lease not found") => Ok(()),
-        Err(e) => Err(e),
-    };
+    let revoked = conn
+        .call(Operation::Revoke, async {
+            match client.lease_revoke(lease_id).await {
+                // A lease that already expired (or that an earlier attempt
+                // revoked, its answer lost) is no failure to release.
+                Err(e) if conn::is_lease_not_found(&e) => Ok(()),
+                answer => answer.map(drop),
+            }
+        })
+        .await;
     tracing::info!(
         name: "lock_released",
         event = "lock_released",

@@ -22,6 +22,7 @@ macro_rules! outln {
 mod args;
 mod check;
 mod command;
+mod duration;
 mod exit;
 mod inspect;
 #[cfg(feature = "etcd")]

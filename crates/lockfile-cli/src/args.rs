@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::duration;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "lockfile",
@@ -23,6 +25,9 @@ pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 }
+
+/// The help of every subcommand that takes a DURATION.
+const DURATIONS: &str = "A DURATION is seconds (fractional allowed: 0.5) or a duration with units, such as 90s, 45m, 2h or 1h30m.";
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum LogFormat {
@@ -44,14 +49,15 @@ pub(crate) enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = DURATIONS)]
 pub(crate) struct RunArgs {
     /// Fail at once if the lock is held (exit with the conflict status).
     #[arg(short = 'n', long = "nonblock", conflicts_with = "wait")]
     pub(crate) nonblock: bool,
 
-    /// Wait at most SECONDS (fractional allowed) for the lock. Without -n or
-    /// -w, wait as long as it takes.
-    #[arg(short = 'w', long = "wait", value_name = "SECONDS", value_parser = parse_seconds)]
+    /// Wait at most DURATION for the lock: seconds (fractional allowed) or,
+    /// for example, 90s or 1h30m. Without -n or -w, wait as long as it takes.
+    #[arg(short = 'w', long = "wait", value_name = "DURATION", value_parser = duration::parse)]
     pub(crate) wait: Option<Duration>,
 
     /// Exit status when the lock is held (default 75, EX_TEMPFAIL; flock(1)
@@ -63,9 +69,10 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) job: Option<String>,
 
-    /// Refresh the lock's heartbeat every SECONDS while COMMAND runs.
-    /// `inspect` reports a heartbeat silent for three intervals.
-    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = parse_positive_seconds)]
+    /// Refresh the lock's heartbeat every DURATION (seconds, or for example
+    /// 5m) while COMMAND runs. `inspect` reports a heartbeat silent for three
+    /// intervals.
+    #[arg(long, value_name = "DURATION", default_value = "30", value_parser = duration::parse_positive)]
     pub(crate) heartbeat: Duration,
 
     /// Take a lease on etcd instead of a file lock: a comma-separated list of
@@ -75,14 +82,15 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "ENDPOINTS")]
     pub(crate) etcd: Option<String>,
 
-    /// With --etcd: the lease's time to live (default 10).
-    #[arg(long, value_name = "SECONDS", requires = "etcd", value_parser = parse_positive_seconds)]
+    /// With --etcd: the lease's time to live, in seconds or for example 1m
+    /// (default 10).
+    #[arg(long, value_name = "DURATION", requires = "etcd", value_parser = duration::parse_positive)]
     pub(crate) ttl: Option<Duration>,
 
     /// With --etcd: when renewals fail, SIGTERM COMMAND this long before the
     /// lease's deadline, and SIGKILL it just before the deadline (default: a
     /// third of the TTL).
-    #[arg(long, value_name = "SECONDS", requires = "etcd", value_parser = parse_positive_seconds)]
+    #[arg(long, value_name = "DURATION", requires = "etcd", value_parser = duration::parse_positive)]
     pub(crate) grace: Option<Duration>,
 
     /// Run COMMAND through `sh -c` (as flock(1) -c).
@@ -110,18 +118,21 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct Thresholds {
-    /// Report `aged` when a lock has been held longer than SECONDS (default: off).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    /// Report `aged` when a lock has been held longer than DURATION (seconds,
+    /// or for example 6h; default: off).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub(crate) max_age: Option<Duration>,
 
     /// Report `heartbeat_silent` when a held lock's heartbeat is older than
-    /// SECONDS (default: three times the interval its holder promised).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    /// DURATION (seconds, or for example 2m; default: three times the
+    /// interval its holder promised).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub(crate) stale_after: Option<Duration>,
 
-    /// Expect a recorded success at least every SECONDS: report
-    /// `never_succeeded` or `silent` otherwise (default: off).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_positive_seconds)]
+    /// Expect a recorded success at least every DURATION (seconds, or for
+    /// example 1h): report `never_succeeded` or `silent` otherwise (default:
+    /// off).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub(crate) expect_every: Option<Duration>,
 }
 
@@ -142,6 +153,7 @@ impl Thresholds {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = DURATIONS)]
 pub(crate) struct InspectArgs {
     /// Print a JSON array, one object per lock file.
     #[arg(long)]
@@ -161,14 +173,16 @@ pub(crate) struct InspectArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = DURATIONS)]
 pub(crate) struct ReapArgs {
     /// Remove the files (default: a dry run that reports what it would remove).
     #[arg(long)]
     pub(crate) fix: bool,
 
-    /// Keep files changed more recently than SECONDS ago (default 0: the
-    /// kernel lock already says whether anyone holds a file).
-    #[arg(long, value_name = "SECONDS", default_value = "0", value_parser = parse_seconds)]
+    /// Keep files changed more recently than DURATION ago (seconds, or for
+    /// example 1h; default 0: the kernel lock already says whether anyone
+    /// holds a file).
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = duration::parse)]
     pub(crate) older_than: Duration,
 
     /// Also remove stale records written on other hosts.
@@ -185,45 +199,101 @@ pub(crate) struct ReapArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = DURATIONS)]
 pub(crate) struct CheckArgs {
-    /// The longest acceptable time since the last recorded success.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_positive_seconds)]
+    /// The longest acceptable time since the last recorded success: seconds,
+    /// or for example 90m or 1d.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub(crate) expect_every: Duration,
 
     /// The lock file (a missing file counts as "never succeeded").
     pub(crate) lockfile: PathBuf,
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    Duration::try_from_secs_f64(secs).map_err(|_| {
-        format!("`{s}` is not a duration in seconds (it must be finite and not negative)")
-    })
-}
-
-fn parse_positive_seconds(s: &str) -> Result<Duration, String> {
-    match parse_seconds(s)? {
-        Duration::ZERO => Err("the duration must be greater than zero".to_owned()),
-        d => Ok(d),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every duration option takes both spellings (the parser's own cases are
+    /// in `duration.rs`).
     #[test]
-    fn seconds_parse_fractions_and_refuse_nonsense() {
-        assert_eq!(parse_seconds("1.5"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
-        assert!(parse_seconds("-1").is_err());
-        assert!(parse_seconds("NaN").is_err());
-        assert!(parse_seconds("inf").is_err());
-        assert!(parse_seconds("1e400").is_err());
-        assert!(parse_seconds("soon").is_err());
-        assert!(parse_positive_seconds("0").is_err());
+    fn every_duration_option_takes_seconds_or_units() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.command);
+        let run = |extra: &[&str]| {
+            let mut args = vec!["lockfile", "run"];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["job.lock", "true"]);
+            match parse(&args) {
+                Ok(Command::Run(run)) => run,
+                other => panic!("{extra:?}: {other:?}"),
+            }
+        };
+        let r = run(&["-w", "1.5", "--heartbeat", "1m"]);
+        assert_eq!(r.wait, Some(Duration::from_millis(1500)));
+        assert_eq!(r.heartbeat, Duration::from_secs(60));
+        let r = run(&["--wait", "1h30m", "--heartbeat", "45"]);
+        assert_eq!(r.wait, Some(Duration::from_secs(5400)));
+        assert_eq!(r.heartbeat, Duration::from_secs(45));
+        assert_eq!(run(&[]).heartbeat, Duration::from_secs(30));
+        let r = run(&["--etcd", "http://e:2379", "--ttl", "1m", "--grace", "2.5"]);
+        assert_eq!(r.ttl, Some(Duration::from_secs(60)));
+        assert_eq!(r.grace, Some(Duration::from_millis(2500)));
+
+        match parse(&[
+            "lockfile",
+            "inspect",
+            "--max-age",
+            "6h",
+            "--stale-after",
+            "90",
+            "--expect-every",
+            "1d",
+            "x.lock",
+        ]) {
+            Ok(Command::Inspect(i)) => {
+                assert_eq!(i.thresholds.max_age, Some(Duration::from_secs(6 * 3600)));
+                assert_eq!(i.thresholds.stale_after, Some(Duration::from_secs(90)));
+                assert_eq!(i.thresholds.expect_every, Some(Duration::from_secs(86400)));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["lockfile", "reap", "--older-than", "2h", "dir"]) {
+            Ok(Command::Reap(r)) => assert_eq!(r.older_than, Duration::from_secs(7200)),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["lockfile", "check", "--expect-every", "1h", "x.lock"]) {
+            Ok(Command::Check(c)) => assert_eq!(c.expect_every, Duration::from_secs(3600)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bad_duration_is_a_usage_error_naming_the_option_and_the_input() {
+        for (args, option) in [
+            (
+                &["lockfile", "run", "-w", "soon", "x", "true"][..],
+                "--wait",
+            ),
+            (
+                &["lockfile", "run", "--heartbeat", "0s", "x", "true"],
+                "--heartbeat",
+            ),
+            (
+                &["lockfile", "check", "--expect-every", "1x", "x"],
+                "--expect-every",
+            ),
+            (
+                &["lockfile", "reap", "--older-than", "2 parsecs", "d"],
+                "--older-than",
+            ),
+        ] {
+            let err = Cli::try_parse_from(args).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+            let text = err.to_string();
+            let input = args[3];
+            assert!(text.contains(option), "{text}");
+            assert!(text.contains(&format!("`{input}`")), "{text}");
+        }
     }
 
     #[test]

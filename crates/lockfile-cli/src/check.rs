@@ -1,7 +1,7 @@
 //! `lockfile check`: the alarm on silence. A job that never starts produces no
 //! error of its own; this notices that its last success is too old.
 
-use lockfile::InspectOptions;
+use lockfile::{Finding, InspectOptions};
 
 use crate::args::CheckArgs;
 use crate::exit;
@@ -20,7 +20,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
     let silence = report
         .findings
         .iter()
-        .find(|f| matches!(f.kind(), "never_succeeded" | "silent"));
+        .find(|f| matches!(f, Finding::NeverSucceeded { .. } | Finding::Silent { .. }));
     if let Some(finding) = silence {
         outln!("CRITICAL: `{}`: {finding}", args.lockfile.display());
         return exit::CRITICAL;

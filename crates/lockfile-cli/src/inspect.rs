@@ -6,14 +6,12 @@ use lockfile::{InspectOptions, LockReport, Severity};
 
 use crate::args::InspectArgs;
 use crate::exit;
+use crate::table::print_aligned;
 
 /// One lock file's outcome: a report, or why it could not be inspected.
 pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
 
 pub(crate) fn inspect(args: InspectArgs) -> i32 {
-    if let Some(endpoints) = &args.etcd {
-        return inspect_leases(&args, endpoints);
-    }
     let opts = args.thresholds.options();
     let outcomes = collect(&args.paths, &opts);
     if args.json {
@@ -22,19 +20,6 @@ pub(crate) fn inspect(args: InspectArgs) -> i32 {
         print_table(&outcomes);
     }
     status(&outcomes)
-}
-
-#[cfg(feature = "etcd")]
-fn inspect_leases(args: &InspectArgs, endpoints: &str) -> i32 {
-    crate::lease::inspect(args, endpoints)
-}
-
-#[cfg(not(feature = "etcd"))]
-fn inspect_leases(_: &InspectArgs, _: &str) -> i32 {
-    errln!(
-        "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
-    );
-    exit::USAGE
 }
 
 /// Inspects each path: a directory means its `*.lock` files.
@@ -167,24 +152,6 @@ fn print_table(outcomes: &[Outcome]) {
         }
     }
     print_aligned(&rows, &notes);
-}
-
-/// Prints rows as left-aligned columns, each followed by its note lines.
-pub(crate) fn print_aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) {
-    let widths: Vec<usize> = (0..N)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    for (i, row) in rows.iter().enumerate() {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        outln!("{}", line.join("  ").trim_end());
-        for note in notes.get(i).into_iter().flatten() {
-            outln!("{note}");
-        }
-    }
 }
 
 /// A duration for a table cell: whole seconds, humanised.

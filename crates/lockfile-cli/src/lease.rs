@@ -16,9 +16,10 @@ use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
 use rustix::process::Signal;
 
 use crate::args::{InspectArgs, RunArgs};
+use crate::command::{command_line, job_name, spawn};
 use crate::exit;
-use crate::run::{command_line, job_name, spawn};
 use crate::signals::{self, BlockedSignals};
+use crate::table::print_aligned;
 
 /// Wakes the supervisor the moment the lease is known to be lost. SIGURG,
 /// because its default action is to be ignored: one still pending when the
@@ -179,8 +180,8 @@ fn run_leased(
 }
 
 /// `lockfile inspect --etcd`: who holds each named lease.
-pub(crate) fn inspect(args: &InspectArgs, endpoints: &str) -> i32 {
-    let opts = options(endpoints);
+pub(crate) fn inspect(args: &InspectArgs) -> i32 {
+    let opts = options(args.etcd.as_deref().unwrap_or_default());
     let outcomes: Vec<(String, lockfile_etcd::Result<LeaseReport>)> = args
         .paths
         .iter()
@@ -242,7 +243,7 @@ pub(crate) fn inspect(args: &InspectArgs, endpoints: &str) -> i32 {
                 }
             }
         }
-        crate::inspect::print_aligned(&rows, &notes);
+        print_aligned(&rows, &notes);
     }
     if outcomes.iter().any(|(_, r)| r.is_err()) {
         exit::UNKNOWN

@@ -21,6 +21,8 @@ macro_rules! outln {
 
 mod args;
 mod check;
+mod command;
+mod duration;
 mod exit;
 mod inspect;
 #[cfg(feature = "etcd")]
@@ -28,6 +30,7 @@ mod lease;
 mod reap;
 mod run;
 mod signals;
+mod table;
 
 use clap::Parser;
 
@@ -47,7 +50,21 @@ fn main() {
     if let Some(format) = cli.log_format {
         init_logging(format);
     }
+    // `--etcd` hands the whole subcommand to the lease module: a lease and a
+    // file lock share COMMAND and the table layout, nothing else.
     let code = match cli.command {
+        #[cfg(feature = "etcd")]
+        Command::Run(args) if args.etcd.is_some() => lease::run(args),
+        #[cfg(feature = "etcd")]
+        Command::Inspect(args) if args.etcd.is_some() => lease::inspect(&args),
+        #[cfg(not(feature = "etcd"))]
+        Command::Run(args::RunArgs { etcd: Some(_), .. })
+        | Command::Inspect(args::InspectArgs { etcd: Some(_), .. }) => {
+            errln!(
+                "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
+            );
+            exit::USAGE
+        }
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Reap(args) => reap::reap(args),

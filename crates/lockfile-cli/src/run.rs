@@ -9,19 +9,15 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use lockfile::{Error, LockGuard, LockOptions, LockReport};
-use rustix::process::Pid;
 
 use crate::args::RunArgs;
+use crate::command::{command_line, job_name, spawn};
 use crate::exit;
 use crate::signals::{self, BlockedSignals};
 
 pub(crate) fn run(args: RunArgs) -> i32 {
-    if args.etcd.is_some() {
-        return run_lease(args);
-    }
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let mut opts = LockOptions::new();
@@ -58,35 +54,6 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             code
         }
     }
-}
-
-#[cfg(feature = "etcd")]
-fn run_lease(args: RunArgs) -> i32 {
-    crate::lease::run(args)
-}
-
-#[cfg(not(feature = "etcd"))]
-fn run_lease(_: RunArgs) -> i32 {
-    errln!(
-        "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
-    );
-    exit::USAGE
-}
-
-/// COMMAND, or `sh -c SHELL_COMMAND`.
-pub(crate) fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
-    match &args.shell_command {
-        Some(script) => ("sh".into(), vec!["-c".into(), script.into()]),
-        None => (args.command[0].clone(), args.command[1..].to_vec()),
-    }
-}
-
-pub(crate) fn job_name(program: &OsString) -> String {
-    Path::new(program)
-        .file_name()
-        .unwrap_or(program)
-        .to_string_lossy()
-        .into_owned()
 }
 
 fn run_locked(
@@ -158,39 +125,6 @@ fn run_locked(
         guard.disown();
     }
     Ok(code)
-}
-
-/// Spawns COMMAND with the signal mask we had before blocking, and with
-/// `die_with_parent`, SIGKILLed by the kernel should this process die.
-/// Errors map to the shell's statuses: 127 not found, 126 not executable.
-pub(crate) fn spawn(
-    signals: &BlockedSignals,
-    program: &OsString,
-    args: &[OsString],
-    env: &[(&str, OsString)],
-    die_with_parent: bool,
-) -> Result<Pid, (i32, String)> {
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::inherit());
-    for (key, value) in env {
-        cmd.env(key, value);
-    }
-    signals.unblock_in_child(&mut cmd);
-    if die_with_parent {
-        signals::die_with_parent(&mut cmd);
-    }
-    let child = cmd.spawn().map_err(|e| {
-        let code = match e.kind() {
-            io::ErrorKind::NotFound => exit::NOT_FOUND,
-            _ => exit::NOT_EXECUTABLE,
-        };
-        (
-            code,
-            format!("cannot run `{}`: {e}", program.to_string_lossy()),
-        )
-    })?;
-    // std's Child is not waited on: `supervise` reaps it with waitpid.
-    Ok(Pid::from_raw(child.id() as i32).expect("a child has a positive pid"))
 }
 
 /// One line for stderr naming who holds the lock and for how long.

@@ -409,6 +409,80 @@ fn check_alarms_on_silence() {
     assert!(String::from_utf8_lossy(&later.stdout).contains("last successful run"));
 }
 
+/// Every duration option takes plain seconds or a duration with units, and
+/// the units reach the library.
+#[test]
+fn durations_take_seconds_or_units() {
+    let dir = Dir::new();
+    let lock = dir.path("hourly.lock");
+    let out = run_output(&["run", "-w", "1m", "--heartbeat", "1m", s(&lock), "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for every in ["1h", "1h30m", "90m", "3600"] {
+        let out = run_output(&["check", "--expect-every", every, s(&lock)]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(code(&out), 0, "--expect-every {every}: {stdout}");
+        assert!(stdout.starts_with("OK: "), "{stdout}");
+    }
+    // A millisecond ago is long past: silent.
+    std::thread::sleep(Duration::from_millis(5));
+    let out = run_output(&["check", "--expect-every", "1ms", s(&lock)]);
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("last successful run"));
+
+    let (status, report) = inspect_json(
+        &lock,
+        &[
+            "--max-age",
+            "2h",
+            "--stale-after",
+            "90s",
+            "--expect-every",
+            "1d",
+        ],
+    );
+    assert_eq!(status, 0, "{report}");
+    assert_eq!(report[0]["findings"], Value::Array(Vec::new()), "{report}");
+
+    // Debris written just now is kept while younger than --older-than.
+    std::fs::write(dir.path("junk.lock"), "{\"format\":1,\"released\":tr").unwrap();
+    let reap = |older_than: &str| {
+        let out = run_output(&[
+            "reap",
+            "--json",
+            "--older-than",
+            older_than,
+            s(dir.tmp.path()),
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let entries: Value = serde_json::from_slice(&out.stdout).unwrap();
+        entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["path"] == s(&dir.path("junk.lock")))
+            .cloned()
+            .unwrap_or_else(|| panic!("no entry for junk.lock: {entries}"))
+    };
+    let kept = reap("1h");
+    assert_eq!(kept["action"], "kept", "{kept}");
+    assert!(
+        kept["reason"]
+            .as_str()
+            .unwrap()
+            .contains("more recently than the 1h threshold"),
+        "{kept}"
+    );
+    assert_eq!(reap("0s")["action"], "would_remove");
+
+    let out = run_output(&["check", "--expect-every", "1 fortnight", s(&lock)]);
+    assert_eq!(code(&out), 64);
+    assert!(
+        stderr(&out).contains("`1 fortnight` is not a duration"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn usage_errors_exit_64_and_lock_errors_name_the_path() {
     let out = run_output(&["run"]);

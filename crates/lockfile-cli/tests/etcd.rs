@@ -324,3 +324,21 @@ fn an_invalid_lease_name_is_a_usage_error() {
         .bounded_output();
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
+
+#[test]
+fn the_lease_durations_take_units() {
+    let etcd = Etcd::start();
+    let (mut holder, ready) = start(
+        &etcd,
+        &["--ttl", "1m", "--grace", "5s", "-w", "30s"],
+        "units",
+        &format!("trap 'exit 0' TERM; echo ready; {LOOP}"),
+    );
+    assert_eq!(ready, "ready");
+    let report: Value = serde_json::from_slice(&etcd.inspect(&["units"]).stdout).unwrap();
+    assert_eq!(report[0]["state"], "held", "{report}");
+    assert_eq!(report[0]["ttl_seconds"], 60.0, "{report}");
+    holder.signal("TERM");
+    let (status, err) = holder.wait();
+    assert_eq!(status, 0, "{err}");
+}

@@ -12,6 +12,14 @@
 //! this process (holder B) takes it with a larger token and writes. When A is
 //! continued, it finishes the write it had already checked: the lease cannot
 //! stop that write, but the store can, because it has seen B's token.
+//!
+//! The store is in `fenced_store/store.rs`: a file-backed register that
+//! refuses a token lower than the highest it has accepted.
+
+// The tests use the parts of the store that this demonstration does not.
+#[allow(dead_code)]
+#[path = "fenced_store/store.rs"]
+mod store;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,8 +27,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use lockfile_etcd::{FencedStore, LeaseOptions};
+use lockfile_etcd::LeaseOptions;
 use rustix::process::{Pid, Signal, kill_process};
+
+use crate::store::FencedStore;
 
 const NAME: &str = "fenced-store-demo";
 const TTL: Duration = Duration::from_secs(2);

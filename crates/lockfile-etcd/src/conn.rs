@@ -158,10 +158,53 @@ pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
         .map_err(|e| spawn_error(key, e))
 }
 
+/// Whether etcd answered that the lease does not exist: it expired, or was
+/// revoked.
+///
+/// The status code alone does not say so: etcd answers `NotFound` for
+/// missing users, roles and members too. Its own Go client tells its errors
+/// apart by the status message, which is part of etcd's API
+/// (`rpctypes.ErrGRPCLeaseNotFound`).
+pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
+    const LEASE_NOT_FOUND: &str = "etcdserver: requested lease not found";
+    matches!(
+        e,
+        etcd_client::Error::GRpcStatus(status)
+            if status.code() == tonic::Code::NotFound && status.message() == LEASE_NOT_FOUND
+    )
+}
+
 pub(crate) fn spawn_error(key: &str, source: std::io::Error) -> Error {
     Error::Io {
         op: Operation::Spawn,
         key: key.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_lease_is_told_by_its_status_code_and_message() {
+        let status =
+            |code, message: &str| etcd_client::Error::GRpcStatus(tonic::Status::new(code, message));
+        assert!(is_lease_not_found(&status(
+            tonic::Code::NotFound,
+            "etcdserver: requested lease not found"
+        )));
+        // Another missing thing, or the right words under another code.
+        assert!(!is_lease_not_found(&status(
+            tonic::Code::NotFound,
+            "etcdserver: user name not found"
+        )));
+        assert!(!is_lease_not_found(&status(
+            tonic::Code::Unavailable,
+            "etcdserver: requested lease not found"
+        )));
+        assert!(!is_lease_not_found(
+            &etcd_client::Error::LeaseKeepAliveError("lease not found".to_owned())
+        ));
     }
 }

@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use lockfile::OwnerRecord;
@@ -11,8 +10,8 @@ use lockfile::OwnerRecord;
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A boxed error from a layer below this crate (the etcd client, the core
-/// crate). Boxed so that their versions are not part of this crate's API.
+/// A boxed error from the layer below this crate, the etcd client. Boxed so
+/// that its version is not part of this crate's API.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What the crate was doing when an error happened. Shown in messages as
@@ -40,10 +39,6 @@ pub enum Operation {
     TimeToLive,
     /// Starting the thread that renews the lease.
     Spawn,
-    /// Reading a fenced store.
-    ReadStore,
-    /// Writing a fenced store.
-    WriteStore,
 }
 
 impl fmt::Display for Operation {
@@ -59,8 +54,6 @@ impl fmt::Display for Operation {
             Operation::Revoke => "revoke the lease on",
             Operation::TimeToLive => "read the lease time-to-live of",
             Operation::Spawn => "start the renewal thread for",
-            Operation::ReadStore => "read fenced store",
-            Operation::WriteStore => "write fenced store",
         })
     }
 }
@@ -126,7 +119,7 @@ fn millis(d: Duration) -> Duration {
 }
 
 /// Everything that can go wrong while acquiring, holding, inspecting or
-/// releasing a lease, or writing a fenced store.
+/// releasing a lease.
 ///
 /// Contention is its own variant, [`Error::Contended`], and a lost lease is
 /// [`Error::LeaseLost`]: test for them with [`Error::is_contended`] and
@@ -212,29 +205,6 @@ pub enum Error {
         /// How long the call waited.
         after: Duration,
     },
-    /// A fenced store refused a write carrying an older fencing token.
-    #[error(
-        "fenced store `{}` rejected a write with fencing token {token}: it already accepted token {highest}",
-        path.display()
-    )]
-    Fenced {
-        /// The store.
-        path: PathBuf,
-        /// The token the write carried.
-        token: u64,
-        /// The highest token the store has accepted.
-        highest: u64,
-    },
-    /// A fenced store could not be read or written.
-    #[error("cannot {op} `{}`: {source}", path.display())]
-    Store {
-        /// The failed operation.
-        op: Operation,
-        /// The store.
-        path: PathBuf,
-        /// The underlying error.
-        source: BoxError,
-    },
     /// Any other local failure (starting a thread or a runtime).
     #[error("cannot {op} `{key}`: {source}")]
     Io {
@@ -297,7 +267,7 @@ impl Error {
             | Error::Etcd { key, .. }
             | Error::Unanswered { key, .. }
             | Error::Io { key, .. } => Some(key),
-            Error::InvalidName { .. } | Error::Fenced { .. } | Error::Store { .. } => None,
+            Error::InvalidName { .. } => None,
         }
     }
 }

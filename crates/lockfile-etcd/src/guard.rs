@@ -1,14 +1,16 @@
 //! `LeaseGuard`: a held lease, renewed in the background until released.
+//!
+//! The calls that take a lease live here too, with what they make:
+//! [`LeaseOptions::acquire`] and [`LeaseOptions::try_acquire`] as well as
+//! the guard's own shortcuts. So the options depend on no other module.
 
-use std::sync::mpsc::sync_channel;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
-use tokio::sync::mpsc::UnboundedSender;
 
-use crate::session::Command;
-use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result};
+use crate::acquire::Wait;
+use crate::session::{self, Session};
+use crate::{LeaseOptions, LeaseSignal, LostReason, Result, key_for};
 
 /// A held lease. Dropping it releases the lease; [`release`](LeaseGuard::release)
 /// does the same and reports errors.
@@ -23,25 +25,75 @@ use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result};
 /// paused past its deadline (a stop signal, a long GC, a VM migration) wakes up
 /// still "holding" it. Pass [`fencing_token`](LeaseGuard::fencing_token) to
 /// every resource you change, and have the resource refuse tokens older than
-/// the newest it has seen (see [`FencedStore`](crate::FencedStore)).
+/// the newest it has seen (the crate's `fenced_store` example shows one).
 #[derive(Debug)]
 #[must_use = "if unused the lease is released immediately"]
 pub struct LeaseGuard {
-    pub(crate) name: String,
-    pub(crate) key: String,
-    pub(crate) lease_id: i64,
-    pub(crate) ttl: Duration,
-    pub(crate) token: u64,
-    pub(crate) record: OwnerRecord,
-    pub(crate) acquired_at: Instant,
-    pub(crate) signal: LeaseSignal,
-    pub(crate) commands: UnboundedSender<Command>,
-    pub(crate) thread: Option<JoinHandle<()>>,
+    name: String,
+    key: String,
+    lease_id: i64,
+    ttl: Duration,
+    token: u64,
+    record: OwnerRecord,
+    acquired_at: Instant,
+    signal: LeaseSignal,
+    session: Session,
     /// Set once the guard has released, so that dropping it does nothing.
-    pub(crate) done: bool,
+    done: bool,
+}
+
+impl LeaseOptions {
+    /// Takes the lease on `name`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LeaseOptions::timeout).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name that
+    /// cannot be a key; [`Error::Timeout`](crate::Error::Timeout) when the
+    /// timeout passed; [`Error::Etcd`](crate::Error::Etcd) or
+    /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd fails or
+    /// does not answer.
+    pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
+        let wait = match self.timeout {
+            None => Wait::Forever,
+            Some(t) => Instant::now()
+                .checked_add(t)
+                .map_or(Wait::Forever, Wait::Until),
+        };
+        LeaseGuard::start(self, name, wait)
+    }
+
+    /// Takes the lease on `name` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record and fencing token, when someone holds the lease; otherwise as
+    /// [`acquire`](LeaseOptions::acquire).
+    pub fn try_acquire(&self, name: &str) -> Result<LeaseGuard> {
+        LeaseGuard::start(self, name, Wait::No)
+    }
 }
 
 impl LeaseGuard {
+    /// Starts the lease's thread and returns once it holds the lease.
+    fn start(opts: &LeaseOptions, name: &str, wait: Wait) -> Result<LeaseGuard> {
+        let key = key_for(name)?;
+        let (acquired, session) = session::spawn(opts, &key, wait)?;
+        Ok(LeaseGuard {
+            name: name.to_owned(),
+            key,
+            lease_id: acquired.lease_id,
+            ttl: acquired.ttl,
+            token: acquired.token,
+            record: acquired.record,
+            acquired_at: acquired.acquired_at,
+            signal: acquired.signal,
+            session,
+            done: false,
+        })
+    }
+
     /// Takes the lease on `name` from the local etcd with every default,
     /// waiting as long as it takes. Same as `LeaseOptions::new().acquire(name)`.
     ///
@@ -58,8 +110,9 @@ impl LeaseGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::Contended`] with the holder's record when someone holds the
-    /// lease (see [`Error::is_contended`]); otherwise as
+    /// [`Error::Contended`](crate::Error::Contended) with the holder's record
+    /// when someone holds the lease (see
+    /// [`Error::is_contended`](crate::Error::is_contended)); otherwise as
     /// [`LeaseOptions::acquire`].
     ///
     /// # Examples
@@ -132,12 +185,13 @@ impl LeaseGuard {
         self.signal.last_renewal()
     }
 
-    /// `Ok` while the lease is certainly held, [`Error::LeaseLost`] as soon as
-    /// it may have lapsed. See [`LeaseSignal::check`].
+    /// `Ok` while the lease is certainly held,
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) as soon as it may have
+    /// lapsed. See [`LeaseSignal::check`].
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] with the reason.
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) with the reason.
     pub fn check(&self) -> Result<()> {
         self.signal.check()
     }
@@ -168,10 +222,11 @@ impl LeaseGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`] when the lease had been lost before the release
-    /// (whatever was done under it may have overlapped another holder);
-    /// [`Error::Etcd`] or [`Error::Unanswered`] when etcd could not be told.
-    /// In every case renewal has stopped when this returns, and an
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease had been
+    /// lost before the release (whatever was done under it may have
+    /// overlapped another holder); [`Error::Etcd`](crate::Error::Etcd) or
+    /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd could not be
+    /// told. In every case renewal has stopped when this returns, and an
     /// unreleased lease expires after its TTL.
     pub fn release(mut self) -> Result<()> {
         self.release_inner()
@@ -179,21 +234,7 @@ impl LeaseGuard {
 
     fn release_inner(&mut self) -> Result<()> {
         self.done = true;
-        let (reply_tx, reply_rx) = sync_channel(1);
-        let result = match self.commands.send(Command::Release(reply_tx)) {
-            Ok(()) => reply_rx.recv().ok(),
-            Err(_) => None,
-        };
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        result.unwrap_or_else(|| {
-            Err(Error::Io {
-                op: crate::Operation::Release,
-                key: self.key.clone(),
-                source: std::io::Error::other("the renewal thread had stopped"),
-            })
-        })
+        self.session.release()
     }
 }
 
@@ -210,6 +251,7 @@ impl Drop for LeaseGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Error;
 
     #[test]
     fn guards_signals_and_errors_cross_threads() {

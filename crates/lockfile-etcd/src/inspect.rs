@@ -1,4 +1,5 @@
-//! `inspect`: who holds a lease, with its fencing token and remaining TTL.
+//! `inspect`: who holds a lease, with its fencing token and remaining TTL
+//! ([`LeaseOptions::inspect`] and [`LeaseOptions::inspect_all`] live here).
 
 use std::fmt;
 use std::time::Duration;
@@ -127,7 +128,29 @@ impl fmt::Display for LeaseReport {
     }
 }
 
-pub(crate) fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
+impl LeaseOptions {
+    /// Who holds the lease on `name`, with its fencing token and the lease's
+    /// remaining time-to-live. Never takes or changes anything.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName), or an etcd error.
+    pub fn inspect(&self, name: &str) -> Result<LeaseReport> {
+        inspect(self, name)
+    }
+
+    /// Every lease under [`KEY_PREFIX`], held ones only (a free lease has no
+    /// key), sorted by name.
+    ///
+    /// # Errors
+    ///
+    /// An etcd error.
+    pub fn inspect_all(&self) -> Result<Vec<LeaseReport>> {
+        inspect_all(self)
+    }
+}
+
+fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
     let key = key_for(name)?;
     let conn = Conn::new(opts, &key)?;
     conn::block_on(&key, || async {
@@ -152,7 +175,7 @@ pub(crate) fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
     })
 }
 
-pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
+fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
     let conn = Conn::new(opts, KEY_PREFIX)?;
     conn::block_on(KEY_PREFIX, || async {
         let mut client = conn.connect().await?;

@@ -80,7 +80,7 @@
 //!   moment that it holds the lease. `check()` reports the loss on the first
 //!   call after the pause, but a write already past its `check()` cannot be
 //!   called back. Only the resource can refuse it, by its fencing token:
-//!   see [`FencedStore`].
+//!   the crate's `fenced_store` example shows a store that does.
 //! - **Clock rate.** The deadline assumes the holder's monotonic clock does
 //!   not run slower than the etcd leader's by a noticeable fraction of a
 //!   TTL. Both are the kernels' monotonic clocks, which NTP slews by at most
@@ -109,7 +109,6 @@
 mod acquire;
 mod conn;
 mod error;
-mod fence;
 mod guard;
 mod inspect;
 mod key;
@@ -121,7 +120,6 @@ mod signal;
 mod supervise;
 
 pub use error::{BoxError, Error, LostReason, Operation, Result};
-pub use fence::{FencedStore, FencedWrite};
 pub use guard::LeaseGuard;
 pub use inspect::{LeaseReport, LeaseState};
 pub use key::{KEY_PREFIX, MAX_NAME_LEN, key_for};

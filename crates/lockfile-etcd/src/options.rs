@@ -1,10 +1,11 @@
 //! `LeaseOptions`: the builder for everything about taking a lease.
+//!
+//! Every other module reads the options, so this one depends on none of
+//! them. Its finishing methods live with what they make: `acquire` and
+//! `try_acquire` in `guard.rs`, `inspect` and `inspect_all` in `inspect.rs`.
 
 use std::fmt;
-use std::time::{Duration, Instant};
-
-use crate::acquire::Wait;
-use crate::{LeaseGuard, LeaseReport, Result, inspect, key_for, session};
+use std::time::Duration;
 
 /// The endpoint used when none is given: a local etcd on its default port.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:2379";
@@ -101,7 +102,8 @@ impl LeaseOptions {
     /// etcd counts whole seconds: a fraction rounds up. etcd may also grant
     /// more than asked (its minimum is 1.5 × its election timeout, rounded up
     /// to a second: 2 s by default); the guard uses the TTL etcd granted,
-    /// see [`LeaseGuard::ttl`]. The lease is renewed every third of it.
+    /// see [`LeaseGuard::ttl`](crate::LeaseGuard::ttl). The lease is renewed
+    /// every third of it.
     ///
     /// Default: [`DEFAULT_TTL`].
     pub fn ttl(&mut self, ttl: Duration) -> &mut Self {
@@ -148,56 +150,5 @@ impl LeaseOptions {
     pub fn user(&mut self, name: impl Into<String>, password: impl Into<String>) -> &mut Self {
         self.user = Some((name.into(), password.into()));
         self
-    }
-
-    /// Takes the lease on `name`, waiting while someone else holds it: as
-    /// long as it takes, or up to [`timeout`](LeaseOptions::timeout).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name that
-    /// cannot be a key; [`Error::Timeout`](crate::Error::Timeout) when the
-    /// timeout passed; [`Error::Etcd`](crate::Error::Etcd) or
-    /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd fails or
-    /// does not answer.
-    pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
-        let wait = match self.timeout {
-            None => Wait::Forever,
-            Some(t) => Instant::now()
-                .checked_add(t)
-                .map_or(Wait::Forever, Wait::Until),
-        };
-        session::spawn(self, name, key_for(name)?, wait)
-    }
-
-    /// Takes the lease on `name` if nobody holds it, without waiting.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
-    /// record and fencing token, when someone holds the lease; otherwise as
-    /// [`acquire`](LeaseOptions::acquire).
-    pub fn try_acquire(&self, name: &str) -> Result<LeaseGuard> {
-        session::spawn(self, name, key_for(name)?, Wait::No)
-    }
-
-    /// Who holds the lease on `name`, with its fencing token and the lease's
-    /// remaining time-to-live. Never takes or changes anything.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidName`](crate::Error::InvalidName), or an etcd error.
-    pub fn inspect(&self, name: &str) -> Result<LeaseReport> {
-        inspect::inspect(self, name)
-    }
-
-    /// Every lease under [`KEY_PREFIX`](crate::KEY_PREFIX), held ones only
-    /// (a free lease has no key), sorted by name.
-    ///
-    /// # Errors
-    ///
-    /// An etcd error.
-    pub fn inspect_all(&self) -> Result<Vec<LeaseReport>> {
-        inspect::inspect_all(self)
     }
 }

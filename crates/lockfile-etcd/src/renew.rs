@@ -95,8 +95,14 @@ async fn renew_once(
                 *stream = Some(opened);
                 Ok(Some(ttl))
             }
-            // The client's way of saying "answered with TTL 0".
-            Err(etcd_client::Error::LeaseKeepAliveError(m)) if m.contains("not found") => Ok(None),
+            // etcd answers a renewal of a lease it no longer has with TTL 0,
+            // which the client reports as this variant; a failure to send is
+            // the same variant, told apart only by its message. Ask etcd:
+            // a lease it does not have has a time-to-live of -1.
+            Err(e @ etcd_client::Error::LeaseKeepAliveError(_)) => {
+                let live = client.lease_time_to_live(lease_id, None).await?;
+                if live.ttl() < 0 { Ok(None) } else { Err(e) }
+            }
             Err(e) => Err(e),
         };
     };

@@ -7,45 +7,79 @@
 
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle as ThreadHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
-use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use lockfile::OwnerRecord;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
 use crate::acquire::{self, Held, Wait};
 use crate::conn::{self, Conn};
 use crate::error::Operation;
-use crate::guard::LeaseGuard;
 use crate::renew::{self, Report};
 use crate::signal::Shared;
-use crate::{Error, LeaseOptions, LostReason, Result, keywatch};
+use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result, keywatch};
 
-pub(crate) enum Command {
+/// What the guard asks of its thread.
+enum Command {
     Release(SyncSender<Result<()>>),
 }
 
 /// What the thread hands the guard once the lease is held.
-struct Acquired {
-    lease_id: i64,
-    ttl: Duration,
-    token: u64,
-    record: lockfile::OwnerRecord,
-    acquired_at: Instant,
-    shared: Arc<Shared>,
+pub(crate) struct Acquired {
+    pub(crate) lease_id: i64,
+    /// The TTL etcd granted.
+    pub(crate) ttl: Duration,
+    /// The key's create revision.
+    pub(crate) token: u64,
+    pub(crate) record: OwnerRecord,
+    /// When the winning transaction was sent.
+    pub(crate) acquired_at: Instant,
+    pub(crate) signal: LeaseSignal,
 }
 
-pub(crate) fn spawn(
-    opts: &LeaseOptions,
-    name: &str,
+/// The guard's handle on its lease thread: the only way to ask it to
+/// release, and the thread to join.
+#[derive(Debug)]
+pub(crate) struct Session {
     key: String,
-    wait: Wait,
-) -> Result<LeaseGuard> {
-    let conn = Conn::new(opts, &key)?;
+    commands: UnboundedSender<Command>,
+    thread: Option<ThreadHandle<()>>,
+}
+
+impl Session {
+    /// Asks the thread to release the lease, waits for its answer, and joins
+    /// it. Renewal has stopped when this returns, whatever the result. A
+    /// second call finds the thread gone.
+    pub(crate) fn release(&mut self) -> Result<()> {
+        let (reply_tx, reply_rx) = sync_channel(1);
+        let result = match self.commands.send(Command::Release(reply_tx)) {
+            Ok(()) => reply_rx.recv().ok(),
+            Err(_) => None,
+        };
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        result.unwrap_or_else(|| {
+            Err(Error::Io {
+                op: Operation::Release,
+                key: self.key.clone(),
+                source: std::io::Error::other("the renewal thread had stopped"),
+            })
+        })
+    }
+}
+
+/// Starts the lease's thread, which takes the lease on `key` (waiting as
+/// `wait` says) and then holds it; returns once the lease is held.
+pub(crate) fn spawn(opts: &LeaseOptions, key: &str, wait: Wait) -> Result<(Acquired, Session)> {
+    let conn = Conn::new(opts, key)?;
     let opts = opts.clone();
     let (ready_tx, ready_rx) = sync_channel::<Result<Acquired>>(1);
     let (cmd_tx, cmd_rx) = unbounded_channel::<Command>();
-    let thread_key = key.clone();
+    let thread_key = key.to_owned();
     let thread = std::thread::Builder::new()
         .name("lockfile-etcd".to_owned())
         .spawn(move || {
@@ -71,7 +105,7 @@ pub(crate) fn spawn(
                     token: held.token,
                     record: held.record.clone(),
                     acquired_at: held.acquired_at,
-                    shared: Arc::clone(&shared),
+                    signal: LeaseSignal::new(Arc::clone(&shared)),
                 };
                 // Renewal goes on here at once, whenever the caller's thread
                 // gets to build the guard. Should the caller be gone, the
@@ -82,7 +116,7 @@ pub(crate) fn spawn(
             // The client's connection tasks are dropped, not awaited.
             runtime.shutdown_background();
         })
-        .map_err(|e| conn::spawn_error(&key, e))?;
+        .map_err(|e| conn::spawn_error(key, e))?;
     let acquired = match ready_rx.recv() {
         Ok(Ok(acquired)) => acquired,
         Ok(Err(e)) => {
@@ -93,27 +127,18 @@ pub(crate) fn spawn(
             Err(panic) => std::panic::resume_unwind(panic),
             Ok(()) => {
                 return Err(conn::spawn_error(
-                    &key,
+                    key,
                     std::io::Error::other("the lease thread exited without acquiring"),
                 ));
             }
         },
     };
-    Ok(LeaseGuard {
-        name: name.to_owned(),
-        key,
-        lease_id: acquired.lease_id,
-        ttl: acquired.ttl,
-        token: acquired.token,
-        record: acquired.record,
-        acquired_at: acquired.acquired_at,
-        signal: crate::LeaseSignal {
-            shared: acquired.shared,
-        },
+    let session = Session {
+        key: key.to_owned(),
         commands: cmd_tx,
         thread: Some(thread),
-        done: false,
-    })
+    };
+    Ok((acquired, session))
 }
 
 /// Runs the renewal and the key watch, and applies their reports, until the
@@ -271,15 +296,16 @@ async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) ->
     };
     // Revoke even when the delete failed: if that was only an error in the
     // answer, the revoke still lets the next holder in at once.
-    let revoked = match conn
-        .call(Operation::Revoke, client.lease_revoke(lease_id))
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Revoking a lease that already expired is not a failure to release.
-        Err(Error::Etcd { source, .. }) if source.to_string().contains("lease not found") => Ok(()),
-        Err(e) => Err(e),
-    };
+    let revoked = conn
+        .call(Operation::Revoke, async {
+            match client.lease_revoke(lease_id).await {
+                // A lease that already expired (or that an earlier attempt
+                // revoked, its answer lost) is no failure to release.
+                Err(e) if conn::is_lease_not_found(&e) => Ok(()),
+                answer => answer.map(drop),
+            }
+        })
+        .await;
     tracing::info!(
         name: "lock_released",
         event = "lock_released",

@@ -195,6 +195,10 @@ impl fmt::Debug for LeaseSignal {
 }
 
 impl LeaseSignal {
+    pub(crate) fn new(shared: Arc<Shared>) -> LeaseSignal {
+        LeaseSignal { shared }
+    }
+
     /// The etcd key of the lease.
     pub fn key(&self) -> &str {
         &self.shared.key

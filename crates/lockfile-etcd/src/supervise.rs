@@ -195,9 +195,7 @@ mod tests {
     use crate::{LostReason, LostReason::DeadlinePassed};
 
     fn signal(ttl: Duration, renewed: Instant) -> LeaseSignal {
-        LeaseSignal {
-            shared: Arc::new(Shared::new("lockfile/locks/t", ttl, renewed)),
-        }
+        LeaseSignal::new(Arc::new(Shared::new("lockfile/locks/t", ttl, renewed)))
     }
 
     #[test]

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::proxy::Proxy;
+use common::store::FencedStore;
 use common::{Etcd, mono_ns, secs, to_mono};
-use lockfile_etcd::{Error, FencedStore};
+use lockfile_etcd::Error;
 use rustix::process::Signal;
 
 /// The test that child processes run (see `common::child`).

@@ -208,6 +208,17 @@ fn a_revoked_lease_is_reported_lost() {
         matches!(reason, LostReason::KeyDeleted { .. } | LostReason::Expired),
         "{reason:?}"
     );
+    // What etcd answers a revoke of a lease it no longer has: the release
+    // takes exactly this status (code and message) for "already revoked".
+    match raw(&endpoint, async |c| Ok(c.lease_revoke(id).await)) {
+        Err(etcd_client::Error::GRpcStatus(status)) => {
+            assert_eq!(status.code(), tonic::Code::NotFound, "{status:?}");
+            assert_eq!(status.message(), "etcdserver: requested lease not found");
+        }
+        other => panic!("revoking a revoked lease: {other:?}"),
+    }
+    let err = guard.release().unwrap_err();
+    assert!(err.is_lost(), "{err}");
 }
 
 #[test]

@@ -11,10 +11,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use lockfile_etcd::{Error, FencedStore, LeaseOptions, LostReason, Step};
+use lockfile_etcd::{LeaseOptions, LostReason, Step};
 use rustix::process::{Pid, Signal, kill_process};
 use serde::{Deserialize, Serialize};
 
+use super::store::{FencedStore, StoreError};
 use super::{mono_ns, to_mono};
 
 const ROLE_ENV: &str = "LOCKFILE_ETCD_TEST_ROLE";
@@ -233,7 +234,7 @@ fn play(role: &Role) {
                     done_at: mono_ns() as i64,
                     accepted: written.is_ok(),
                 });
-                if let Err(e @ Error::Store { .. }) = written {
+                if let Err(e @ StoreError::Io { .. }) = written {
                     emit(&Ev::Failed {
                         error: e.to_string(),
                     });

@@ -1,0 +1,63 @@
+//! COMMAND: what `run` starts, under a file lock or a lease alike. Its
+//! program and arguments, the job name it gives the owner record, and
+//! starting it.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use rustix::process::Pid;
+
+use crate::args::RunArgs;
+use crate::exit;
+use crate::signals::{self, BlockedSignals};
+
+/// COMMAND, or `sh -c SHELL_COMMAND`.
+pub(crate) fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
+    match &args.shell_command {
+        Some(script) => ("sh".into(), vec!["-c".into(), script.into()]),
+        None => (args.command[0].clone(), args.command[1..].to_vec()),
+    }
+}
+
+pub(crate) fn job_name(program: &OsString) -> String {
+    Path::new(program)
+        .file_name()
+        .unwrap_or(program)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Spawns COMMAND with the signal mask we had before blocking, and with
+/// `die_with_parent`, SIGKILLed by the kernel should this process die.
+/// Errors map to the shell's statuses: 127 not found, 126 not executable.
+pub(crate) fn spawn(
+    signals: &BlockedSignals,
+    program: &OsString,
+    args: &[OsString],
+    env: &[(&str, OsString)],
+    die_with_parent: bool,
+) -> Result<Pid, (i32, String)> {
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::inherit());
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    signals.unblock_in_child(&mut cmd);
+    if die_with_parent {
+        signals::die_with_parent(&mut cmd);
+    }
+    let child = cmd.spawn().map_err(|e| {
+        let code = match e.kind() {
+            io::ErrorKind::NotFound => exit::NOT_FOUND,
+            _ => exit::NOT_EXECUTABLE,
+        };
+        (
+            code,
+            format!("cannot run `{}`: {e}", program.to_string_lossy()),
+        )
+    })?;
+    // std's Child is not waited on: `supervise` reaps it with waitpid.
+    Ok(Pid::from_raw(child.id() as i32).expect("a child has a positive pid"))
+}

@@ -46,6 +46,10 @@ pub(crate) enum Command {
     Reap(ReapArgs),
     /// Alarm on silence: exit 2 when the last recorded success is too old.
     Check(CheckArgs),
+    /// From inside a `lockfile run --watchdog` COMMAND: prove progress. Finds
+    /// the lock through LOCKFILE_PATH and LOCKFILE_TOKEN, and refuses (exit
+    /// 1) when the lock's record is another run's.
+    Beat,
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +96,23 @@ pub(crate) struct RunArgs {
     /// third of the TTL).
     #[arg(long, value_name = "DURATION", requires = "etcd", value_parser = duration::parse_positive)]
     pub(crate) grace: Option<Duration>,
+
+    /// COMMAND proves its progress: it must beat (`lockfile beat`, or touch
+    /// "$LOCKFILE_PATH") within DURATION of starting and then at least every
+    /// DURATION, or it is stopped with everything it started, and the run
+    /// exits 124. The wrapper then keeps no heartbeat of its own.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "etcd")]
+    pub(crate) watchdog: Option<Duration>,
+
+    /// Stop COMMAND, with everything it started, once it has run for
+    /// DURATION (for example 45m or 2h); the run exits 124.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
+    pub(crate) max_runtime: Option<Duration>,
+
+    /// When stopping COMMAND (a limit, or a lease about to lapse), the time
+    /// between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10", value_parser = duration::parse)]
+    pub(crate) kill_after: Duration,
 
     /// Run COMMAND through `sh -c` (as flock(1) -c).
     #[arg(

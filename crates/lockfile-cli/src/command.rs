@@ -11,7 +11,8 @@ use rustix::process::Pid;
 
 use crate::args::RunArgs;
 use crate::exit;
-use crate::signals::{self, BlockedSignals};
+use crate::signals::BlockedSignals;
+use crate::supervise;
 
 /// COMMAND, or `sh -c SHELL_COMMAND`.
 pub(crate) fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
@@ -46,7 +47,7 @@ pub(crate) fn spawn(
     }
     signals.unblock_in_child(&mut cmd);
     if die_with_parent {
-        signals::die_with_parent(&mut cmd);
+        supervise::die_with_parent(&mut cmd);
     }
     let child = cmd.spawn().map_err(|e| {
         let code = match e.kind() {

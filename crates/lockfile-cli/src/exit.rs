@@ -23,6 +23,8 @@ pub(crate) const UNAVAILABLE: i32 = 69;
 /// conflict status: this run did start.
 #[cfg(feature = "etcd")]
 pub(crate) const LEASE_LOST: i32 = 79;
+/// A run stopped by its watchdog or maximum runtime, as timeout(1) exits.
+pub(crate) const LIMIT: i32 = 124;
 
 /// `run`: COMMAND was found but could not be executed (as in the shell).
 pub(crate) const NOT_EXECUTABLE: i32 = 126;

@@ -89,6 +89,7 @@ fn print_table(outcomes: &[Outcome]) {
             "HELD",
             "HEARTBEAT",
             "LAST SUCCESS",
+            "LAST RUN",
         ]
         .map(String::from),
     ];
@@ -113,10 +114,13 @@ fn print_table(outcomes: &[Outcome]) {
                         .and_then(|o| o.job.clone())
                         .unwrap_or_else(|| "-".to_owned()),
                     short(r.age),
-                    short(r.heartbeat_age),
+                    heartbeat_cell(r),
                     r.last_success.map_or("never".to_owned(), |t| {
                         format!("{} ago", short(now.duration_since(t).ok()))
                     }),
+                    r.last_run
+                        .as_ref()
+                        .map_or("-".to_owned(), |run| run.outcome.to_string()),
                 ]);
                 notes.push(
                     r.findings
@@ -146,12 +150,36 @@ fn print_table(outcomes: &[Outcome]) {
                     "-".to_owned(),
                     "-".to_owned(),
                     "-".to_owned(),
+                    "-".to_owned(),
                 ]);
                 notes.push(vec![format!("  error: {e}")]);
             }
         }
     }
     print_aligned(&rows, &notes);
+}
+
+/// The heartbeat's age, then who keeps it and how often they promised:
+/// `12s (command, every 30s)`.
+fn heartbeat_cell(r: &LockReport) -> String {
+    let age = short(r.heartbeat_age);
+    let Some(owner) = r.owner.as_ref().filter(|_| r.heartbeat_age.is_some()) else {
+        return age;
+    };
+    let promise = owner
+        .heartbeat_interval()
+        .map(|i| format!("every {}", humantime::format_duration(i)));
+    let parts: Vec<String> = owner
+        .heartbeat_source
+        .map(|s| s.as_str().to_owned())
+        .into_iter()
+        .chain(promise)
+        .collect();
+    if parts.is_empty() {
+        age
+    } else {
+        format!("{age} ({})", parts.join(", "))
+    }
 }
 
 /// A duration for a table cell: whole seconds, humanised.

@@ -13,12 +13,12 @@ use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
 use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
-use rustix::process::Signal;
 
 use crate::args::{InspectArgs, RunArgs};
 use crate::command::{command_line, job_name, spawn};
 use crate::exit;
-use crate::signals::{self, BlockedSignals};
+use crate::signals::BlockedSignals;
+use crate::supervise::{self, StopSequence};
 use crate::table::print_aligned;
 
 /// Wakes the supervisor the moment the lease is known to be lost. SIGURG,
@@ -95,7 +95,7 @@ fn run_leased(
         .map_err(|e| os_error("cannot block signals", e))?;
     // Whatever COMMAND starts stays our descendant, even a daemon that
     // detaches: its orphans are reparented to us, and can be stopped.
-    signals::become_subreaper().map_err(|e| os_error("cannot become a subreaper", e))?;
+    supervise::become_subreaper().map_err(|e| os_error("cannot become a subreaper", e))?;
     let lease = guard.signal();
     // SAFETY: pthread_self has no preconditions.
     let main_thread = unsafe { libc::pthread_self() };
@@ -120,22 +120,10 @@ fn run_leased(
     let child = spawn(&signals, program, program_args, &env, true)?;
 
     // The stop policy, applied to COMMAND and everything it started.
-    let mut stopped = None;
-    let mut on_wake = || {
-        let step = lease.step(policy);
-        let (signal, name, next) = match step {
-            Step::Continue { terminate_at } => return terminate_at,
-            Step::Terminate { kill_at } => (Signal::TERM, "SIGTERM", kill_at),
-            // Kill, and whatever a later version adds: stop the work now,
-            // and again soon, for whatever was forked meanwhile.
-            _ => (
-                Signal::KILL,
-                "SIGKILL",
-                signals::after(Duration::from_millis(10)),
-            ),
-        };
-        let first = stopped != Some(signal);
-        if first {
+    let mut stop = StopSequence::new(args.kill_after);
+    let mut announced = (false, false);
+    let on_wake = |stop: &mut StopSequence| {
+        let announce = |name: &str| {
             errln!(
                 "lockfile: the lease on `{}` {}: sending {name} to the command and everything it started",
                 guard.name(),
@@ -144,36 +132,65 @@ fn run_leased(
                     |r| format!("is lost ({r})")
                 ),
             );
-            stopped = Some(signal);
+        };
+        match lease.step(policy) {
+            Step::Continue { terminate_at } if !stop.stopping() => return terminate_at,
+            Step::Continue { .. } => {}
+            Step::Terminate { kill_at } => stop.terminate(Some(kill_at)),
+            // Kill, and whatever a later version adds: stop the work now.
+            _ => {
+                announced.0 |= !stop.stopping(); // no SIGTERM went out
+                stop.kill();
+            }
         }
-        if first || signal == Signal::KILL {
-            signals::signal_tree(signal);
+        let next = stop
+            .step()
+            .unwrap_or_else(|| supervise::after(Duration::from_millis(10)));
+        if !announced.0 {
+            announced.0 = true;
+            announce("SIGTERM");
+        }
+        if stop.killed() && !announced.1 {
+            announced.1 = true;
+            announce("SIGKILL");
         }
         next
     };
-    let status = signals::supervise(&signals, child, Instant::now(), &mut on_wake)
+    let mut on_wake = on_wake;
+    let status = supervise::supervise(&signals, child, &mut stop, Instant::now(), &mut on_wake)
         .map_err(|e| os_error("cannot wait for the command", e))?;
-    if signals::has_children() {
+    if supervise::has_children() {
         // Background processes COMMAND left behind still work under the
         // lease: keep renewing it, and keep the stop policy, until they are
         // gone. Releasing now would let another host start beside them.
-        let left = signals::descendants();
+        let left = supervise::descendants();
         errln!(
             "lockfile: the command left {} background process(es) behind; the lease on `{}` is kept until they exit",
             left.len(),
             guard.name()
         );
-        signals::supervise_leftovers(&signals, Instant::now(), &mut on_wake);
+        if !supervise::supervise_leftovers(&signals, &mut stop, Instant::now(), &mut on_wake) {
+            let names: Vec<String> = supervise::descendants()
+                .iter()
+                .map(|p| format!("pid {}", p.as_raw_nonzero()))
+                .collect();
+            errln!(
+                "lockfile: {} process(es) survived SIGKILL (uninterruptible sleep?): {}",
+                names.len(),
+                names.join(", ")
+            );
+        }
     }
+    let stopped = stop.stopping();
 
-    let code = signals::exit_code(status);
+    let code = supervise::exit_code(status);
     let released = guard.release();
     if let Err(e) = &released {
         errln!("lockfile: {e}");
     }
     // A run whose lease lapsed (or was about to) did not run fully protected,
     // whatever COMMAND's own status: say so with a status of its own.
-    if stopped.is_some() || released.as_ref().is_err_and(|e| e.is_lost()) {
+    if stopped || released.as_ref().is_err_and(|e| e.is_lost()) {
         return Ok(exit::LEASE_LOST);
     }
     Ok(code)

@@ -20,6 +20,7 @@ macro_rules! outln {
 }
 
 mod args;
+mod beat;
 mod check;
 mod command;
 mod duration;
@@ -30,6 +31,7 @@ mod lease;
 mod reap;
 mod run;
 mod signals;
+mod supervise;
 mod table;
 
 use clap::Parser;
@@ -69,6 +71,7 @@ fn main() {
         Command::Inspect(args) => inspect::inspect(args),
         Command::Reap(args) => reap::reap(args),
         Command::Check(args) => check::check(args),
+        Command::Beat => beat::beat(),
     };
     std::process::exit(code);
 }

@@ -10,12 +10,15 @@ use std::ffi::OsString;
 use std::io;
 use std::path::Path;
 
-use lockfile::{Error, LockGuard, LockOptions, LockReport};
+use std::time::{Duration, Instant, SystemTime};
+
+use lockfile::{Error, LockGuard, LockOptions, LockReport, Outcome, RunEnd};
 
 use crate::args::RunArgs;
 use crate::command::{command_line, job_name, spawn};
 use crate::exit;
-use crate::signals::{self, BlockedSignals};
+use crate::signals::BlockedSignals;
+use crate::supervise::{self, StopSequence};
 
 pub(crate) fn run(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
@@ -24,10 +27,19 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     // As flock(1) does, lock any file we may open: one whose content is not
     // ours (a script that locks itself) or that we may only read is locked
     // read-only and left byte for byte as it is.
-    opts.job(job)
-        .heartbeat_interval(args.heartbeat)
-        .heartbeat_source(lockfile::HeartbeatSource::Wrapper)
-        .record_optional(true);
+    opts.job(job).record_optional(true);
+    match args.watchdog {
+        // COMMAND promises to beat at least this often.
+        Some(watchdog) => opts
+            .heartbeat_interval(watchdog)
+            .heartbeat_source(lockfile::HeartbeatSource::Command),
+        None => opts
+            .heartbeat_interval(args.heartbeat)
+            .heartbeat_source(lockfile::HeartbeatSource::Wrapper),
+    };
+    if let Some(limit) = args.max_runtime {
+        opts.max_runtime(limit);
+    }
     let acquired = if args.nonblock {
         opts.try_acquire(&args.lockfile)
     } else {
@@ -63,12 +75,25 @@ fn run_locked(
     args: &RunArgs,
 ) -> Result<i32, (i32, String)> {
     let os_error = |what: &str, e: io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
+    if args.watchdog.is_some()
+        && let Some(why) = guard.no_record()
+    {
+        // A watchdog is fed through the record's file: one that is not ours
+        // to write cannot carry it. (Dropping the guard unlocks.)
+        return Err((
+            exit::CANNOT_LOCK,
+            format!(
+                "`{}` carries no record of ours ({why}), and --watchdog needs one: use a lock file of its own",
+                guard.path().display()
+            ),
+        ));
+    }
     // Block the forwarded signals before spawning, so that none arriving
     // between the spawn and the wait loop is lost.
     let signals = BlockedSignals::block().map_err(|e| os_error("cannot block signals", e))?;
     // Orphans of COMMAND are reparented to us, so that we can tell whether
-    // any of them outlives it.
-    signals::become_subreaper().map_err(|e| os_error("cannot become a subreaper", e))?;
+    // any of them outlives it, and stop them at a limit.
+    supervise::become_subreaper().map_err(|e| os_error("cannot become a subreaper", e))?;
 
     // COMMAND and everything it starts hold the lock for as long as they
     // live. From here on the guard never unlocks: not on an error, not on a
@@ -80,31 +105,59 @@ fn run_locked(
         ("LOCKFILE_PATH", guard.path().as_os_str().to_owned()),
         ("LOCKFILE_TOKEN", guard.record().token.to_string().into()),
     ];
+    let started_at = SystemTime::now();
     let child = spawn(&signals, program, program_args, &env, false);
     // We are single-threaded: no other spawn could have inherited it meanwhile.
     drop(inherited);
     let child_pid = child?;
 
-    // A file without our record is not ours to touch: no heartbeat.
-    let interval = match guard.no_record() {
-        None => args.heartbeat,
-        Some(_) => std::time::Duration::MAX,
-    };
-    let status = signals::supervise(&signals, child_pid, signals::after(interval), || {
-        if let Err(e) = guard.heartbeat() {
-            errln!("lockfile: {e}");
-        }
-        signals::after(interval)
+    let mut limits = Limits::new(&guard, args);
+    let mut stop = StopSequence::new(args.kill_after);
+    let first_wake = limits.next_wake();
+    let status = supervise::supervise(&signals, child_pid, &mut stop, first_wake, |stop| {
+        limits.check(&guard, stop)
     })
     .map_err(|e| os_error("cannot wait for the command", e))?;
 
-    let code = signals::exit_code(status);
-    if code == 0
-        && let Err(e) = guard.record_success()
-    {
-        errln!("lockfile: the command succeeded, but {e}");
+    // Processes COMMAND left behind hold the lock with it. Under a limit the
+    // limit applies to them too, so wait for them; without one they keep
+    // the lock and we leave, as flock(1) does.
+    let mut survivors = false;
+    if (limits.any() || stop.stopping()) && supervise::has_children() {
+        if !stop.stopping() {
+            errln!(
+                "lockfile: the command left {} background process(es) holding `{}`; its limits apply to them until they exit",
+                supervise::descendants().len(),
+                guard.path().display()
+            );
+        }
+        let next = limits.next_wake();
+        survivors = !supervise::supervise_leftovers(&signals, &mut stop, next, |stop| {
+            limits.check(&guard, stop)
+        });
     }
-    let leftovers = if signals::has_children() {
+    let stopped_for = limits.stopped_for;
+
+    let code = match stopped_for {
+        Some(_) => exit::LIMIT,
+        None => supervise::exit_code(status),
+    };
+    let outcome = match stopped_for {
+        Some(Limit::Watchdog) => Outcome::Hung,
+        Some(Limit::MaxRuntime) => Outcome::TimedOut,
+        None if code == 0 => Outcome::Succeeded,
+        None => Outcome::Failed,
+    };
+    let end = RunEnd {
+        outcome,
+        exit_code: status.exit_status(),
+        signal: status.terminating_signal(),
+        started_at,
+    };
+    if let Err(e) = guard.record_outcome(end) {
+        errln!("lockfile: the command ended ({outcome}), but {e}");
+    }
+    let leftovers = if survivors || supervise::has_children() {
         guard.inheritors().unwrap_or_default()
     } else {
         Vec::new()
@@ -115,16 +168,149 @@ fn run_locked(
         }
     } else {
         let names: Vec<String> = leftovers.iter().map(ToString::to_string).collect();
+        let why = if survivors {
+            "processes of the command survived SIGKILL (uninterruptible sleep?) and hold it"
+        } else {
+            "the command left background process(es) holding it"
+        };
         errln!(
-            "lockfile: `{}` stays locked: the command left {} background process(es) holding it: {}",
+            "lockfile: `{}` stays locked: {why}: {} ({})",
             guard.path().display(),
+            names.join(", "),
             names.len(),
-            names.join(", ")
         );
         // Unlocking would let the next run start beside them.
         guard.disown();
     }
     Ok(code)
+}
+
+/// Which limit stopped a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Limit {
+    Watchdog,
+    MaxRuntime,
+}
+
+/// The wrapper's timers while COMMAND runs: its own heartbeat, or the
+/// watchdog that COMMAND's beats feed, and the maximum runtime. Every
+/// duration is measured on the monotonic clock, so that a step of the wall
+/// clock never stops a healthy job.
+struct Limits {
+    /// The wrapper's own heartbeat interval; `None` when COMMAND beats or the
+    /// file is not ours to touch.
+    heartbeat: Option<Duration>,
+    next_heartbeat: Instant,
+    watchdog: Option<Duration>,
+    max_runtime: Option<Duration>,
+    started: Instant,
+    /// The lock file's modification time when last looked at, and when it
+    /// was last seen to change (a beat).
+    seen_modified: Option<SystemTime>,
+    last_beat: Instant,
+    job: String,
+    stopped_for: Option<Limit>,
+}
+
+impl Limits {
+    fn new(guard: &LockGuard, args: &RunArgs) -> Limits {
+        let started = Instant::now();
+        let heartbeat = match (args.watchdog, guard.no_record()) {
+            (None, None) => Some(args.heartbeat),
+            _ => None,
+        };
+        Limits {
+            heartbeat,
+            next_heartbeat: supervise::after(args.heartbeat),
+            watchdog: args.watchdog,
+            max_runtime: args.max_runtime,
+            started,
+            seen_modified: guard.modified().ok(),
+            last_beat: started,
+            job: guard.record().job.clone().unwrap_or_default(),
+            stopped_for: None,
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.watchdog.is_some() || self.max_runtime.is_some()
+    }
+
+    /// The earliest moment something is due.
+    fn next_wake(&self) -> Instant {
+        let far = supervise::after(Duration::MAX);
+        let heartbeat = self.heartbeat.map_or(far, |_| self.next_heartbeat);
+        let watchdog = self
+            .watchdog
+            .and_then(|w| self.last_beat.checked_add(w))
+            .unwrap_or(far);
+        let runtime = self
+            .max_runtime
+            .and_then(|m| self.started.checked_add(m))
+            .unwrap_or(far);
+        heartbeat.min(watchdog).min(runtime)
+    }
+
+    /// Beats, watches COMMAND's beats and the clock, and starts the stop
+    /// sequence when a limit is reached. Returns the next wake-up.
+    fn check(&mut self, guard: &LockGuard, stop: &mut StopSequence) -> Instant {
+        if let Some(next) = stop.step() {
+            return next;
+        }
+        let now = Instant::now();
+        if let Some(interval) = self.heartbeat
+            && now >= self.next_heartbeat
+        {
+            if let Err(e) = guard.heartbeat() {
+                errln!("lockfile: {e}");
+            }
+            self.next_heartbeat = supervise::after(interval);
+        }
+        if let Some(threshold) = self.watchdog {
+            // Any change of the modification time is a beat: COMMAND's own
+            // clock may differ from ours, and only the change matters.
+            let modified = guard.modified().ok();
+            if modified != self.seen_modified {
+                self.seen_modified = modified;
+                self.last_beat = now;
+            }
+            let silent = now.duration_since(self.last_beat);
+            if silent >= threshold {
+                errln!(
+                    "lockfile: job {:?} has not beaten for {} (watchdog {}): stopping it and everything it started",
+                    self.job,
+                    humantime::format_duration(Duration::from_millis(silent.as_millis() as u64)),
+                    humantime::format_duration(threshold)
+                );
+                tracing::warn!(
+                    name: "heartbeat_silent",
+                    event = "heartbeat_silent",
+                    path = %guard.path().display(),
+                    job = %self.job,
+                    silent_ms = silent.as_millis() as u64,
+                    threshold_ms = threshold.as_millis() as u64,
+                );
+                return self.stop(Limit::Watchdog, stop);
+            }
+        }
+        if let Some(limit) = self.max_runtime
+            && now.duration_since(self.started) >= limit
+        {
+            errln!(
+                "lockfile: job {:?} reached its maximum runtime of {}: stopping it and everything it started",
+                self.job,
+                humantime::format_duration(limit)
+            );
+            return self.stop(Limit::MaxRuntime, stop);
+        }
+        self.next_wake()
+    }
+
+    fn stop(&mut self, limit: Limit, stop: &mut StopSequence) -> Instant {
+        self.stopped_for = Some(limit);
+        stop.terminate(None);
+        stop.step().unwrap_or_else(Instant::now)
+    }
 }
 
 /// One line for stderr naming who holds the lock and for how long.

@@ -1,11 +1,11 @@
-//! Supervising COMMAND: signals are blocked and taken synchronously with
-//! sigtimedwait(2), so none is lost between spawning the child and waiting,
-//! and no async handler runs.
+//! The signals of a wrapper: blocked and taken synchronously with
+//! sigtimedwait(2), so that none is lost between spawning the child and
+//! waiting, and no async handler runs; and forwarded to COMMAND.
 
 use std::io;
 use std::time::Instant;
 
-use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
+use rustix::process::{Pid, Signal};
 
 /// The signals forwarded to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -95,10 +95,8 @@ impl BlockedSignals {
         }
     }
 
-    /// Waits until a blocked signal arrives or `deadline` passes. Returns the
-    /// signal and whether it was sent by the kernel (a terminal's Ctrl-C or
-    /// hangup, which already reached the whole foreground process group).
-    fn wait_until(&self, deadline: Instant) -> Option<(i32, bool)> {
+    /// Waits until a blocked signal arrives or `deadline` passes (`None`).
+    pub(crate) fn wait_until(&self, deadline: Instant) -> Option<Received> {
         let timeout = deadline.saturating_duration_since(Instant::now());
         let ts = libc::timespec {
             tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
@@ -109,7 +107,14 @@ impl BlockedSignals {
         unsafe {
             let mut info: libc::siginfo_t = std::mem::zeroed();
             let sig = libc::sigtimedwait(&self.set, &mut info, &ts);
-            (sig > 0).then_some((sig, info.si_code == libc::SI_KERNEL))
+            let from_kernel = info.si_code == libc::SI_KERNEL;
+            (sig > 0).then(|| match sig {
+                libc::SIGCHLD => Received::ChildExited,
+                sig if FORWARDED.contains(&sig) => {
+                    Received::Forwarded(ToForward { sig, from_kernel })
+                }
+                _ => Received::Other,
+            })
         }
     }
 }
@@ -125,68 +130,42 @@ fn ignored(sig: i32) -> bool {
     }
 }
 
-/// Waits for `child` to exit, forwarding SIGINT, SIGTERM and SIGHUP to it and
-/// reaping any orphans that were reparented to us (we are a subreaper).
-/// `on_wake` runs when its deadline passes (or a blocked signal that is
-/// neither forwarded nor SIGCHLD arrives) and returns the next deadline: the
-/// heartbeat, or the lease's stop policy.
-pub(crate) fn supervise(
-    signals: &BlockedSignals,
-    child: Pid,
-    mut next_wake: Instant,
-    mut on_wake: impl FnMut() -> Instant,
-) -> io::Result<WaitStatus> {
-    loop {
-        match signals.wait_until(next_wake) {
-            Some((libc::SIGCHLD, _)) => {
-                if let Some(status) = reap_children(child)? {
-                    return Ok(status);
-                }
-            }
-            Some((sig, from_kernel)) if FORWARDED.contains(&sig) => {
-                forward(sig, from_kernel, &[child]);
-            }
-            // The deadline passed, or the caller's wake-up signal came.
-            _ => next_wake = on_wake(),
-        }
-    }
+/// What woke a wait for signals.
+pub(crate) enum Received {
+    /// SIGCHLD: a child (COMMAND, or an orphan we inherited) changed state.
+    ChildExited,
+    /// One of [`FORWARDED`], for COMMAND.
+    Forwarded(ToForward),
+    /// Another blocked signal (the caller's wake-up signal).
+    Other,
 }
 
-/// After COMMAND exited: waits until every process it left behind (all
-/// reparented to us, the subreaper) has exited too, forwarding signals to
-/// them and running `on_wake` as `supervise` does.
-#[cfg(feature = "etcd")]
-pub(crate) fn supervise_leftovers(
-    signals: &BlockedSignals,
-    mut next_wake: Instant,
-    mut on_wake: impl FnMut() -> Instant,
-) {
-    while has_children() {
-        match signals.wait_until(next_wake) {
-            Some((libc::SIGCHLD, _)) => {}
-            Some((sig, from_kernel)) if FORWARDED.contains(&sig) => {
-                forward(sig, from_kernel, &descendants());
-            }
-            _ => next_wake = on_wake(),
-        }
-    }
+/// A signal to pass on to COMMAND.
+pub(crate) struct ToForward {
+    sig: i32,
+    /// Sent by the kernel (a terminal's Ctrl-C or hangup, which already
+    /// reached the whole foreground process group).
+    from_kernel: bool,
 }
 
-/// Forwards a signal we received, unless the terminal already delivered it to
-/// its targets, which share our process group: a Ctrl-C goes to the whole
-/// foreground group, and so does the SIGHUP that follows a session leader's
-/// exit. A hangup that reaches us as the session leader reached only us.
-fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
-    let session_leader = is_session_leader();
-    let from_terminal =
-        from_kernel && (sig == libc::SIGINT || (sig == libc::SIGHUP && !session_leader));
-    if from_terminal {
-        return;
-    }
-    if let Some(sig) = Signal::from_named_raw(sig) {
-        for &pid in targets {
-            // The target may have exited a moment ago; ESRCH is fine.
-            let _ = rustix::process::kill_process(pid, sig);
+impl ToForward {
+    /// Forwards the signal, unless the terminal already delivered it to its
+    /// targets, which share our process group: a Ctrl-C goes to the whole
+    /// foreground group, and so does the SIGHUP that follows a session
+    /// leader's exit. A hangup that reaches us as the session leader reached
+    /// only us.
+    pub(crate) fn forward_to(&self, targets: &[Pid]) {
+        let sig = self.sig;
+        let from_terminal = self.from_kernel
+            && (sig == libc::SIGINT || (sig == libc::SIGHUP && !is_session_leader()));
+        if from_terminal {
+            return;
+        }
+        if let Some(sig) = Signal::from_named_raw(sig) {
+            for &pid in targets {
+                // The target may have exited a moment ago; ESRCH is fine.
+                let _ = rustix::process::kill_process(pid, sig);
+            }
         }
     }
 }
@@ -198,109 +177,4 @@ fn forward(sig: i32, from_kernel: bool, targets: &[Pid]) {
 fn is_session_leader() -> bool {
     // SAFETY: getsid(0) and getpid() take and return plain integers.
     unsafe { libc::getsid(0) == libc::getpid() }
-}
-
-/// Every living descendant of this process, read from
-/// `/proc/PID/task/TID/children` down the tree.
-#[cfg(feature = "etcd")]
-pub(crate) fn descendants() -> Vec<Pid> {
-    let mut found: Vec<Pid> = Vec::new();
-    let mut queue = vec![rustix::process::getpid()];
-    while let Some(parent) = queue.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", parent.as_raw_nonzero())) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
-                continue;
-            };
-            for pid in children
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .filter_map(Pid::from_raw)
-            {
-                if !found.contains(&pid) {
-                    found.push(pid);
-                    queue.push(pid);
-                }
-            }
-        }
-    }
-    found
-}
-
-/// Sends `sig` to every current descendant. Reaping is left to the
-/// supervision loop, which is waiting for COMMAND's own status; a process
-/// forked meanwhile is found by the next call.
-#[cfg(feature = "etcd")]
-pub(crate) fn signal_tree(sig: Signal) {
-    for pid in descendants() {
-        let _ = rustix::process::kill_process(pid, sig);
-    }
-}
-
-/// Reaps every exited child; returns `child`'s status once it is among them.
-fn reap_children(child: Pid) -> io::Result<Option<WaitStatus>> {
-    let mut found = None;
-    loop {
-        match rustix::process::wait(WaitOptions::NOHANG) {
-            Ok(Some((pid, status))) if pid == child => found = Some(status),
-            Ok(Some(_orphan)) => {}
-            Ok(None) | Err(rustix::io::Errno::CHILD) => return Ok(found),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Whether any child (an orphaned descendant of COMMAND) is still alive,
-/// reaping those that already exited.
-pub(crate) fn has_children() -> bool {
-    loop {
-        match rustix::process::wait(WaitOptions::NOHANG) {
-            Ok(Some(_)) | Err(rustix::io::Errno::INTR) => {}
-            Ok(None) => return true,
-            Err(_) => return false,
-        }
-    }
-}
-
-/// Makes every orphan among COMMAND's descendants our child rather than
-/// init's, so that `has_children` and `descendants` see it.
-pub(crate) fn become_subreaper() -> io::Result<()> {
-    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(io::Error::from)
-}
-
-/// Makes the kernel SIGKILL `cmd`'s child when this process dies, for any
-/// reason: nobody renews a lease any more, so the work must stop.
-pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the forked child before exec and makes only
-    // raw syscalls (prctl, getppid), which are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // The parent may have died before prctl took effect.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::other("the parent died while spawning"));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// `d` from now, or a year from now when `d` is too large to add.
-pub(crate) fn after(d: std::time::Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(d)
-        .unwrap_or_else(|| now + std::time::Duration::from_secs(365 * 86_400))
-}
-
-/// The shell's convention: the exit code, or 128 + the signal number.
-pub(crate) fn exit_code(status: WaitStatus) -> i32 {
-    status
-        .exit_status()
-        .or_else(|| status.terminating_signal().map(|s| 128 + s))
-        .unwrap_or(crate::exit::OS_ERROR)
 }

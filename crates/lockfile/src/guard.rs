@@ -81,6 +81,19 @@ impl LockGuard {
         self.no_record
     }
 
+    /// The lock file's modification time: the last heartbeat, record write,
+    /// or `touch` by anyone who may write the file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error`] with [`Operation::Stat`] when the file cannot be stat'ed.
+    pub fn modified(&self) -> Result<SystemTime> {
+        self.file
+            .metadata()
+            .and_then(|m| m.modified())
+            .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))
+    }
+
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lockfile::{InspectOptions, LockState, Severity};
+use lockfile::{InspectOptions, LockState, Severity, Status};
 
 fn main() -> ExitCode {
     let expect_every = std::env::var("EXPECT_EVERY")
@@ -25,22 +25,18 @@ fn main() -> ExitCode {
     let report = match report {
         Ok(report) => report,
         Err(e) => {
-            println!("UNKNOWN: {e}");
-            return ExitCode::from(3);
+            println!("{}: {e}", Status::Unknown);
+            return ExitCode::from(Status::Unknown.code() as u8);
         }
     };
     let who = match (&report.state, &report.owner) {
         (LockState::Held, Some(owner)) => format!("running as {owner}"),
         (state, _) => format!("lock is {state}"),
     };
-    let (verdict, code) = match report.severity() {
-        None => ("OK", 0),
-        Some(Severity::Warning) => ("WARNING", 1),
-        Some(Severity::Critical) => ("CRITICAL", 2),
-    };
-    println!("{verdict}: cron-job {who}");
+    let status = report.severity().map_or(Status::Ok, Severity::status);
+    println!("{status}: cron-job {who}");
     for finding in &report.findings {
         println!("  {} {}: {finding}", finding.severity(), finding.kind());
     }
-    ExitCode::from(code)
+    ExitCode::from(status.code() as u8)
 }

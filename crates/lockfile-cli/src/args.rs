@@ -227,6 +227,26 @@ pub(crate) struct CheckArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub(crate) expect_every: Duration,
 
+    /// CRITICAL `failing` once this many runs in a row have failed (any
+    /// outcome but success: a non-zero exit, a signal, a limit, an eviction,
+    /// a lost lease).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_failures: u32,
+
+    /// WARNING `overrunning` when the lock has been held longer than
+    /// DURATION (the holder's own recorded maximum runtime counts too).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub(crate) max_age: Option<Duration>,
+
+    /// CRITICAL `hung` when the holder's heartbeat is older than DURATION
+    /// (default: three times the interval it promised).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    pub(crate) stale_after: Option<Duration>,
+
+    /// Print one JSON object: status, code, verdicts and the inspect report.
+    #[arg(long)]
+    pub(crate) json: bool,
+
     /// The lock file (a missing file counts as "never succeeded").
     pub(crate) lockfile: PathBuf,
 }

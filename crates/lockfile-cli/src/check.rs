@@ -1,39 +1,147 @@
-//! `lockfile check`: the alarm on silence. A job that never starts produces no
-//! error of its own; this notices that its last success is too old.
+//! `lockfile check`: the alarm on silence and on failure. A job that never
+//! starts produces no error of its own; this notices that its last success is
+//! too old, that its runs keep failing, or that its holder hangs or overruns.
 
-use lockfile::{Finding, InspectOptions};
+use std::time::{Duration, SystemTime};
+
+use lockfile::{Finding, InspectOptions, LockReport, Severity, Status};
+use serde::Serialize;
 
 use crate::args::CheckArgs;
-use crate::exit;
+
+/// One thing `check` tells apart, with the numbers that prove it.
+#[derive(Debug, Serialize)]
+struct Verdict {
+    kind: &'static str,
+    severity: Severity,
+    message: String,
+}
 
 pub(crate) fn check(args: CheckArgs) -> i32 {
-    let report = match InspectOptions::new()
-        .expect_every(args.expect_every)
-        .inspect(&args.lockfile)
-    {
+    let mut opts = InspectOptions::new();
+    opts.expect_every(args.expect_every);
+    if let Some(d) = args.max_age {
+        opts.max_age(d);
+    }
+    if let Some(d) = args.stale_after {
+        opts.stale_after(d);
+    }
+    let path = args.lockfile.display();
+    let report = match opts.inspect(&args.lockfile) {
         Ok(report) => report,
         Err(e) => {
-            outln!("UNKNOWN: {e}");
-            return exit::UNKNOWN;
+            if args.json {
+                print_json(Status::Unknown, &[], None, Some(&e.to_string()));
+            } else {
+                outln!("UNKNOWN: {e}");
+            }
+            return Status::Unknown.code();
         }
     };
-    let silence = report
+    let verdicts = verdicts(&report, args.max_failures);
+    let status = verdicts
+        .iter()
+        .map(|v| v.severity.status())
+        .max()
+        .unwrap_or(Status::Ok);
+    if args.json {
+        print_json(status, &verdicts, Some(&report), None);
+    } else if verdicts.is_empty() {
+        let ago = report
+            .last_success
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .unwrap_or_default();
+        outln!(
+            "OK: `{path}`: last success {} ago",
+            humantime::format_duration(Duration::from_secs(ago.as_secs()))
+        );
+    } else {
+        let said: Vec<String> = verdicts
+            .iter()
+            .map(|v| format!("{}: {}", v.kind, v.message))
+            .collect();
+        outln!("{status}: `{path}`: {}", said.join("; "));
+    }
+    status.code()
+}
+
+/// Every verdict on the report, the worst first.
+fn verdicts(report: &LockReport, max_failures: u32) -> Vec<Verdict> {
+    let mut verdicts: Vec<Verdict> = report
         .findings
         .iter()
-        .find(|f| matches!(f, Finding::NeverSucceeded { .. } | Finding::Silent { .. }));
-    if let Some(finding) = silence {
-        outln!("CRITICAL: `{}`: {finding}", args.lockfile.display());
-        return exit::CRITICAL;
+        .filter_map(|f| {
+            let kind = match f {
+                Finding::NeverSucceeded { .. } => "never_succeeded",
+                Finding::Silent { .. } => "silent",
+                Finding::HeartbeatSilent { .. } => "hung",
+                Finding::Overrunning { .. } | Finding::Aged { .. } => "overrunning",
+                _ => return None,
+            };
+            // A hung holder is critical; one past its time is worth a look.
+            let severity = match f {
+                Finding::Overrunning { .. } | Finding::Aged { .. } => Severity::Warning,
+                _ => Severity::Critical,
+            };
+            Some(Verdict {
+                kind,
+                severity,
+                message: f.to_string(),
+            })
+        })
+        .collect();
+    if let Some(run) = &report.last_run
+        && run.consecutive_failures >= max_failures
+    {
+        let how = match (run.exit_code, run.signal) {
+            (Some(code), _) => format!(", exit status {code}"),
+            (None, Some(sig)) => format!(", signal {sig}"),
+            (None, None) => String::new(),
+        };
+        verdicts.push(Verdict {
+            kind: "failing",
+            severity: Severity::Critical,
+            message: format!(
+                "{} run(s) in a row failed (at most {max_failures} allowed); the last one {}{how}, {} ago",
+                run.consecutive_failures,
+                run.outcome,
+                humantime::format_duration(Duration::from_secs(
+                    SystemTime::now()
+                        .duration_since(run.finished_at)
+                        .unwrap_or_default()
+                        .as_secs()
+                ))
+            ),
+        });
     }
-    // Without a silence finding there is a recent enough success.
-    let ago = report
-        .last_success
-        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
-        .unwrap_or_default();
+    verdicts.sort_by_key(|v| std::cmp::Reverse(v.severity));
+    verdicts
+}
+
+fn print_json(
+    status: Status,
+    verdicts: &[Verdict],
+    report: Option<&LockReport>,
+    error: Option<&str>,
+) {
+    #[derive(Serialize)]
+    struct CheckJson<'a> {
+        status: Status,
+        code: i32,
+        verdicts: &'a [Verdict],
+        report: Option<&'a LockReport>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'a str>,
+    }
+    let json = CheckJson {
+        status,
+        code: status.code(),
+        verdicts,
+        report,
+        error,
+    };
     outln!(
-        "OK: `{}`: last success {} ago",
-        args.lockfile.display(),
-        humantime::format_duration(std::time::Duration::from_secs(ago.as_secs()))
+        "{}",
+        serde_json::to_string_pretty(&json).expect("a check serialises")
     );
-    exit::OK
 }

@@ -36,8 +36,6 @@ pub(crate) const NOT_FOUND: i32 = 127;
 /// could not be waited for.
 pub(crate) const OS_ERROR: i32 = 71;
 
-/// Monitoring-plugin statuses of `inspect` and `check`.
+/// Success. (The monitoring-plugin statuses of `inspect` and `check` are
+/// `lockfile::Status`.)
 pub(crate) const OK: i32 = 0;
-pub(crate) const WARNING: i32 = 1;
-pub(crate) const CRITICAL: i32 = 2;
-pub(crate) const UNKNOWN: i32 = 3;

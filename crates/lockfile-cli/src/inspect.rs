@@ -2,10 +2,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use lockfile::{InspectOptions, LockReport, Severity};
+use lockfile::{InspectOptions, LockReport, Severity, Status};
 
 use crate::args::InspectArgs;
-use crate::exit;
 use crate::table::print_aligned;
 
 /// One lock file's outcome: a report, or why it could not be inspected.
@@ -45,18 +44,15 @@ pub(crate) fn collect(paths: &[std::path::PathBuf], opts: &InspectOptions) -> Ve
 /// critical (2), could not inspect (3), warning (1), ok (0). A critical
 /// finding is never hidden behind an unreadable file.
 pub(crate) fn status(outcomes: &[Outcome]) -> i32 {
-    let severity = outcomes
+    outcomes
         .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
-        .filter_map(LockReport::severity)
-        .max();
-    let unreadable = outcomes.iter().any(|(_, r)| r.is_err());
-    match (severity, unreadable) {
-        (Some(Severity::Critical), _) => exit::CRITICAL,
-        (_, true) => exit::UNKNOWN,
-        (Some(Severity::Warning), false) => exit::WARNING,
-        (None, false) => exit::OK,
-    }
+        .map(|(_, r)| match r {
+            Ok(report) => report.severity().map_or(Status::Ok, Severity::status),
+            Err(_) => Status::Unknown,
+        })
+        .max()
+        .unwrap_or(Status::Ok)
+        .code()
 }
 
 fn print_json(outcomes: &[Outcome]) {

@@ -263,7 +263,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
         print_aligned(&rows, &notes);
     }
     if outcomes.iter().any(|(_, r)| r.is_err()) {
-        exit::UNKNOWN
+        lockfile::Status::Unknown.code()
     } else {
         exit::OK
     }

@@ -260,3 +260,83 @@ fn the_maximum_runtime_is_recorded_for_inspect() {
         serde_json::from_slice(&std::fs::read(dir.path("held.json")).unwrap()).unwrap();
     assert_eq!(held[0]["owner"]["max_runtime_seconds"], 5400.0);
 }
+
+fn check(lock: &Path, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["check", "--expect-every", "1h"];
+    args.extend_from_slice(extra);
+    args.push(s(lock));
+    let out = run_output(&args);
+    (
+        code(&out),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn check_tells_success_failure_and_each_outcome_apart() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let (status, line) = check(&lock, &[]);
+    assert_eq!((status, line.starts_with("CRITICAL")), (2, true), "{line}");
+    assert!(line.contains("never_succeeded"), "{line}");
+
+    assert_eq!(code(&run_output(&["run", s(&lock), "true"])), 0);
+    let (status, line) = check(&lock, &[]);
+    assert_eq!(status, 0, "{line}");
+    assert!(line.starts_with("OK"), "{line}");
+
+    // A failure makes check critical at once (--max-failures 1)...
+    assert_eq!(
+        code(&run_output(&["run", s(&lock), "sh", "-c", "exit 3"])),
+        3
+    );
+    let (status, line) = check(&lock, &[]);
+    assert_eq!(status, 2, "{line}");
+    assert!(line.starts_with("CRITICAL: "), "{line}");
+    assert!(line.contains("failing: 1 run(s) in a row failed"), "{line}");
+    assert!(line.contains("exit status 3"), "{line}");
+    // ...unless more are allowed.
+    let (status, line) = check(&lock, &["--max-failures", "2"]);
+    assert_eq!(status, 0, "{line}");
+
+    // Every outcome but success is a failure: a run stopped by its limit too.
+    let timed_out = run_output(&["run", "--max-runtime", "0.2", s(&lock), "sleep", "30"]);
+    assert_eq!(code(&timed_out), 124);
+    let (status, line) = check(&lock, &["--max-failures", "2"]);
+    assert_eq!(status, 2, "{line}");
+    assert!(line.contains("2 run(s) in a row failed"), "{line}");
+    assert!(line.contains("timed_out"), "{line}");
+
+    let out = run_output(&["check", "--json", "--expect-every", "1h", s(&lock)]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["status"], "CRITICAL");
+    assert_eq!(json["code"], 2);
+    assert_eq!(json["verdicts"][0]["kind"], "failing");
+    assert_eq!(json["verdicts"][0]["severity"], "critical");
+    assert_eq!(json["report"]["last_run"]["outcome"], "timed_out");
+}
+
+#[test]
+fn check_calls_a_silent_holder_hung_and_a_long_one_overrunning() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    assert_eq!(code(&run_output(&["run", s(&lock), "true"])), 0);
+    // A holder whose command promised to beat every minute, and does not.
+    let (_run, ready) = Background::spawn(&[
+        "--watchdog",
+        "60",
+        s(&lock),
+        "sh",
+        "-c",
+        "echo ready; sleep 30",
+    ]);
+    assert_eq!(ready, "ready");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (status, line) = check(&lock, &["--stale-after", "0.1"]);
+    assert_eq!(status, 2, "{line}");
+    assert!(line.contains("hung: no heartbeat"), "{line}");
+    let (status, line) = check(&lock, &["--max-age", "0.1"]);
+    assert_eq!(status, 1, "{line}");
+    assert!(line.starts_with("WARNING: "), "{line}");
+    assert!(line.contains("overrunning"), "{line}");
+}

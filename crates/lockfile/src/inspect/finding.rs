@@ -28,6 +28,59 @@ impl Severity {
     }
 }
 
+impl Severity {
+    /// The monitoring-plugin status a finding of this severity gives.
+    pub fn status(self) -> Status {
+        match self {
+            Severity::Warning => Status::Warning,
+            Severity::Critical => Status::Critical,
+        }
+    }
+}
+
+/// A monitoring-plugin status (Nagios, Icinga, Sensu and their kin): the
+/// word a check prints first, and its exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// All is well: exit 0.
+    Ok,
+    /// Worth a look: exit 1.
+    Warning,
+    /// Something could not be judged (a file that cannot be read): exit 3.
+    Unknown,
+    /// A job is blocked, hung, failing or not running: exit 2.
+    Critical,
+}
+
+impl Status {
+    /// `OK`, `WARNING`, `UNKNOWN` or `CRITICAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::Warning => "WARNING",
+            Status::Unknown => "UNKNOWN",
+            Status::Critical => "CRITICAL",
+        }
+    }
+
+    /// The plugin's exit code: 0, 1, 3 or 2.
+    pub fn code(self) -> i32 {
+        match self {
+            Status::Ok => 0,
+            Status::Warning => 1,
+            Status::Critical => 2,
+            Status::Unknown => 3,
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl fmt::Display for Severity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -47,6 +100,17 @@ pub enum Finding {
         /// The threshold it crossed.
         #[serde(rename = "threshold_seconds", serialize_with = "secs")]
         threshold: Duration,
+    },
+    /// Held for longer than the maximum runtime its holder recorded
+    /// (`lockfile run --max-runtime`, [`LockOptions::max_runtime`](crate::LockOptions::max_runtime)):
+    /// past its own limit.
+    Overrunning {
+        /// How long the lock has been held.
+        #[serde(rename = "age_seconds", serialize_with = "secs")]
+        age: Duration,
+        /// The limit the holder recorded.
+        #[serde(rename = "max_runtime_seconds", serialize_with = "secs")]
+        max_runtime: Duration,
     },
     /// Held, but the heartbeat has been silent for longer than the threshold:
     /// a hung owner blocks every later run.
@@ -117,6 +181,7 @@ impl Finding {
             Finding::NetworkFilesystem { .. } => "network_filesystem",
             Finding::NeverSucceeded { .. } => "never_succeeded",
             Finding::Silent { .. } => "silent",
+            Finding::Overrunning { .. } => "overrunning",
         }
     }
 
@@ -140,6 +205,12 @@ impl fmt::Display for Finding {
             Finding::Aged { age, threshold } => {
                 write!(f, "held for {}, longer than {}", d(age), d(threshold))
             }
+            Finding::Overrunning { age, max_runtime } => write!(
+                f,
+                "held for {}, past the maximum runtime of {} its holder recorded",
+                d(age),
+                d(max_runtime)
+            ),
             Finding::HeartbeatSilent { silent, threshold } => write!(
                 f,
                 "no heartbeat for {}, longer than {}: the holder may be hung",

@@ -331,6 +331,13 @@ impl Scan<'_> {
                 threshold: max,
             });
         }
+        if let (Some(max_runtime), Some(age)) = (owner.max_runtime(), report.age)
+            && age > max_runtime
+        {
+            report
+                .findings
+                .push(Finding::Overrunning { age, max_runtime });
+        }
         let threshold = self.opts.stale_after.or_else(|| {
             owner
                 .heartbeat_interval()

@@ -7,17 +7,11 @@ use std::time::{Duration, Instant};
 use etcd_client::{
     Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use lockfile::OwnerRecord;
+use lockfile::{OwnerRecord, Wait};
 
 use crate::conn::Conn;
 use crate::error::Operation;
 use crate::{Error, LeaseOptions, Result};
-
-pub(crate) enum Wait {
-    No,
-    Forever,
-    Until(Instant),
-}
 
 /// A lease just taken.
 pub(crate) struct Held {
@@ -227,9 +221,7 @@ fn holder(responses: &[TxnOpResponse]) -> (Option<Box<OwnerRecord>>, u64) {
         if let TxnOpResponse::Get(get) = r
             && let Some(kv) = get.kvs().first()
         {
-            let owner = serde_json::from_slice::<OwnerRecord>(kv.value())
-                .ok()
-                .map(Box::new);
+            let owner = OwnerRecord::from_json(kv.value()).ok().map(Box::new);
             return (owner, u64::try_from(kv.create_revision()).unwrap_or(0));
         }
     }

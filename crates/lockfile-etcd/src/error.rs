@@ -129,7 +129,7 @@ fn millis(d: Duration) -> Duration {
 pub enum Error {
     /// Someone else holds the lease. `owner` is their record when the key's
     /// value is one.
-    #[error("`{key}` is held by {} (fencing token {fencing_token})", DisplayOwner(owner.as_deref()))]
+    #[error("`{key}` is held by {} (fencing token {fencing_token})", OwnerRecord::describe(owner.as_deref()))]
     Contended {
         /// The etcd key.
         key: String,
@@ -142,7 +142,7 @@ pub enum Error {
     #[error(
         "gave up waiting for `{key}` after {}: it is held by {}",
         humantime::format_duration(millis(*waited)),
-        DisplayOwner(owner.as_deref())
+        OwnerRecord::describe(owner.as_deref())
     )]
     Timeout {
         /// The etcd key.
@@ -215,17 +215,6 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
-}
-
-struct DisplayOwner<'a>(Option<&'a OwnerRecord>);
-
-impl fmt::Display for DisplayOwner<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(owner) => owner.fmt(f),
-            None => f.write_str("a holder that wrote no owner record"),
-        }
-    }
 }
 
 impl Error {

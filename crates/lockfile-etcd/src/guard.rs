@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
 
-use crate::acquire::Wait;
 use crate::session::{self, Session};
 use crate::{LeaseOptions, LeaseSignal, LostReason, Result, key_for};
+use lockfile::Wait;
 
 /// A held lease. Dropping it releases the lease; [`release`](LeaseGuard::release)
 /// does the same and reports errors.
@@ -54,12 +54,7 @@ impl LeaseOptions {
     /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd fails or
     /// does not answer.
     pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
-        let wait = match self.timeout {
-            None => Wait::Forever,
-            Some(t) => Instant::now()
-                .checked_add(t)
-                .map_or(Wait::Forever, Wait::Until),
-        };
+        let wait = Wait::up_to(self.timeout);
         LeaseGuard::start(self, name, wait)
     }
 

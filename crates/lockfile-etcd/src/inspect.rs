@@ -13,32 +13,10 @@ use crate::error::Operation;
 use crate::key::name_of;
 use crate::{KEY_PREFIX, LeaseOptions, Result, key_for};
 
-/// Whether a lease is held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum LeaseState {
-    /// There is no key: nobody holds the lease.
-    Free,
-    /// The key exists, attached to a live lease.
-    Held,
-}
-
-impl LeaseState {
-    /// The lowercase name used in JSON and tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LeaseState::Free => "free",
-            LeaseState::Held => "held",
-        }
-    }
-}
-
-impl fmt::Display for LeaseState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// A lease's state: the lock file's states, of which a lease only ever is
+/// `free` (no key: nobody holds it) or `held` (the key exists, attached to a
+/// live lease). It is never stale or debris: the key goes with its lease.
+pub type LeaseState = lockfile::LockState;
 
 /// What [`LeaseOptions::inspect`] found about one lease.
 ///
@@ -203,9 +181,9 @@ async fn report(
     name: &str,
     kv: &KeyValue,
 ) -> Result<LeaseReport> {
-    let (owner, content_error) = match serde_json::from_slice::<OwnerRecord>(kv.value()) {
+    let (owner, content_error) = match OwnerRecord::from_json(kv.value()) {
         Ok(owner) => (Some(owner), None),
-        Err(e) => (None, Some(format!("the value is not an owner record: {e}"))),
+        Err(e) => (None, Some(e.to_string())),
     };
     let lease_id = (kv.lease() != 0).then_some(kv.lease());
     let (mut ttl, mut ttl_remaining) = (None, None);

@@ -15,12 +15,13 @@ use lockfile::OwnerRecord;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
-use crate::acquire::{self, Held, Wait};
+use crate::acquire::{self, Held};
 use crate::conn::{self, Conn};
 use crate::error::Operation;
 use crate::renew::{self, Report};
 use crate::signal::Shared;
 use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result, keywatch};
+use lockfile::Wait;
 
 /// What the guard asks of its thread.
 enum Command {

@@ -11,14 +11,7 @@ use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
 use crate::record::{self, LockDocument, peek};
-use crate::{Error, LockOptions, OwnerRecord, Result, sys};
-
-/// How long an acquire may wait for a held lock.
-pub(crate) enum Wait {
-    No,
-    Forever,
-    Until(Instant),
-}
+use crate::{Error, LockOptions, OwnerRecord, Result, Wait, sys};
 
 /// How a lock file was opened.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -42,13 +35,7 @@ impl LockOptions {
     /// or written, for example [`Error::Symlink`](crate::Error::Symlink) or
     /// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound).
     pub fn acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
-        let wait = match self.timeout {
-            None => Wait::Forever,
-            Some(t) => Instant::now()
-                .checked_add(t)
-                .map_or(Wait::Forever, Wait::Until),
-        };
-        lock(self, path.as_ref(), wait)
+        lock(self, path.as_ref(), Wait::up_to(self.timeout))
     }
 
     /// Takes the lock at `path` if nobody holds it, without waiting.
@@ -163,26 +150,25 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             (false, Access::ReadOnly) => Some(NoRecord::ReadOnly),
             (false, Access::ReadWrite) => None,
         };
-        let (doc, written_len) = match no_record {
-            None => match write_record(opts, path, &file, &previous, started) {
+        let (doc, written_len, dead_owner) = match no_record {
+            None => match write_record(opts, path, &file, &previous) {
                 Ok(written) => written,
                 Err(e) => return Err(unlocked(&file, e)),
             },
-            Some(reason) => {
-                let doc = LockDocument::new(owner(opts), None, None);
-                tracing::info!(
-                    name: "lock_acquired",
-                    event = "lock_acquired",
-                    path = %path.display(),
-                    pid = doc.owner.pid,
-                    token = %doc.owner.token,
-                    job = doc.owner.job.as_deref().unwrap_or(""),
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    no_record = reason.as_str(),
-                );
-                (doc, 0)
-            }
+            Some(_) => (LockDocument::new(owner(opts), None, None), 0, None),
         };
+        tracing::info!(
+            name: "lock_acquired",
+            event = "lock_acquired",
+            path = %path.display(),
+            pid = doc.owner.pid,
+            token = %doc.owner.token,
+            job = doc.owner.job.as_deref().unwrap_or(""),
+            waited_ms = started.elapsed().as_millis() as u64,
+            no_record = no_record.map(NoRecord::as_str),
+            previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
+            previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
+        );
         return Ok(LockGuard::new(
             file,
             path.to_path_buf(),
@@ -358,14 +344,14 @@ fn owner(opts: &LockOptions) -> OwnerRecord {
 }
 
 /// Writes our record over the previous one of ours, carrying its history
-/// (last success, last run) along. Returns it and its length.
+/// (last success, last run) along. Returns it, its length, and the previous
+/// owner when it died holding the lock.
 fn write_record(
     opts: &LockOptions,
     path: &Path,
     file: &File,
     previous: &[u8],
-    started: Instant,
-) -> Result<(LockDocument, usize)> {
+) -> Result<(LockDocument, usize, Option<OwnerRecord>)> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     // Parse the previous document only when it has something to carry (a
     // success) or to report (an owner that died holding the lock); the
@@ -389,16 +375,5 @@ fn write_record(
     if previous.len() > buf.len() {
         file.set_len(buf.len() as u64).map_err(write_err)?;
     }
-    tracing::info!(
-        name: "lock_acquired",
-        event = "lock_acquired",
-        path = %path.display(),
-        pid = doc.owner.pid,
-        token = %doc.owner.token,
-        job = doc.owner.job.as_deref().unwrap_or(""),
-        waited_ms = started.elapsed().as_millis() as u64,
-        previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
-        previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
-    );
-    Ok((doc, buf.len()))
+    Ok((doc, buf.len(), dead_owner))
 }

@@ -59,7 +59,7 @@ impl fmt::Display for Operation {
 #[non_exhaustive]
 pub enum Error {
     /// Someone else holds the lock. `owner` is their record when it could be read.
-    #[error("`{}` is locked by {}", path.display(), DisplayOwner(owner.as_deref()))]
+    #[error("`{}` is locked by {}", path.display(), OwnerRecord::describe(owner.as_deref()))]
     Contended {
         /// The lock file.
         path: PathBuf,
@@ -71,7 +71,7 @@ pub enum Error {
         "gave up waiting for `{}` after {}: it is locked by {}",
         path.display(),
         humantime::format_duration(*waited),
-        DisplayOwner(owner.as_deref())
+        OwnerRecord::describe(owner.as_deref())
     )]
     Timeout {
         /// The lock file.
@@ -201,17 +201,6 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
-}
-
-struct DisplayOwner<'a>(Option<&'a OwnerRecord>);
-
-impl fmt::Display for DisplayOwner<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(owner) => owner.fmt(f),
-            None => f.write_str("another process (no owner record yet)"),
-        }
-    }
 }
 
 impl Error {

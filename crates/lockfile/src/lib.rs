@@ -149,6 +149,7 @@ mod rfc3339;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
 #[allow(unsafe_code)]
 mod sys;
+mod wait;
 
 pub use beat::beat;
 pub use content::{Content, NoRecord};
@@ -163,3 +164,4 @@ pub use inspect::{
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
 pub use record::{DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record};
+pub use wait::Wait;

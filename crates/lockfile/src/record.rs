@@ -171,6 +171,38 @@ impl OwnerRecord {
         now.duration_since(self.acquired_at).unwrap_or_default()
     }
 
+    /// Names a lock's holder for a message: its record, or, when it wrote
+    /// none (or none could be read), says so.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let none = lockfile::OwnerRecord::describe(None).to_string();
+    /// assert_eq!(none, "a holder that wrote no owner record");
+    /// ```
+    pub fn describe(owner: Option<&OwnerRecord>) -> impl fmt::Display + '_ {
+        struct Describe<'a>(Option<&'a OwnerRecord>);
+        impl fmt::Display for Describe<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.0 {
+                    Some(owner) => owner.fmt(f),
+                    None => f.write_str("a holder that wrote no owner record"),
+                }
+            }
+        }
+        Describe(owner)
+    }
+
+    /// Decodes a bare owner record, as JSON (the value of a lease's key in
+    /// etcd), rather than a lock file's whole content ([`decode_record`]).
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError::Malformed`] when the bytes are not one.
+    pub fn from_json(bytes: &[u8]) -> Result<OwnerRecord, DecodeError> {
+        serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
+    }
+
     /// Whether this record was written on this host.
     pub fn is_local(&self) -> bool {
         self.hostname == sys::process_identity().hostname

@@ -261,7 +261,7 @@ fn open_lock_file(
             Err(e) => Err(e),
         }
     };
-    let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e))?;
+    let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e).explain())?;
     let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
     if !id.is_regular() {
         return Err(Error::NotRegularFile {

@@ -56,7 +56,15 @@ pub fn beat(path: impl AsRef<Path>, token: Uuid) -> Result<()> {
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| Error::from_io(Operation::Open, path, e))?;
+        .map_err(|e| match e.kind() {
+            // Not created here: a missing file is just missing.
+            std::io::ErrorKind::NotFound => Error::Io {
+                op: Operation::Open,
+                path: path.to_path_buf(),
+                source: e,
+            },
+            _ => Error::from_io(Operation::Open, path, e).explain(),
+        })?;
     let mut small = [0u8; record::SMALL_READ];
     let content = record::read_content(&file, &mut small)
         .map_err(|e| Error::from_io(Operation::Read, path, e))?;

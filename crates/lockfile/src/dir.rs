@@ -59,7 +59,7 @@ pub fn default_lock_dir() -> Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("lockfile-{euid}"));
     create(&dir)?;
     let meta = std::fs::symlink_metadata(&dir)
-        .map_err(|e| Error::from_io(Operation::CreateDir, &dir, e))?;
+        .map_err(|e| Error::from_io(Operation::CreateDir, &dir, e).explain())?;
     if !meta.is_dir() || meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
         return Err(Error::PermissionDenied {
             op: Operation::CreateDir,
@@ -71,6 +71,7 @@ pub fn default_lock_dir() -> Result<PathBuf> {
             ),
             euid,
             path: dir,
+            source: None,
         });
     }
     Ok(dir)
@@ -84,6 +85,6 @@ fn create(dir: &Path) -> Result<()> {
     {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(Error::from_io(Operation::CreateDir, dir, e)),
+        Err(e) => Err(Error::from_io(Operation::CreateDir, dir, e).explain()),
     }
 }

@@ -94,6 +94,8 @@ pub enum Error {
         path: PathBuf,
         /// The missing directory.
         dir: PathBuf,
+        /// The error the kernel returned (ENOENT).
+        source: io::Error,
     },
     /// The operating system refused access.
     #[error("cannot {op} `{}`: permission denied for euid {euid}: {hint}", path.display())]
@@ -106,6 +108,8 @@ pub enum Error {
         euid: u32,
         /// What is in the way and what to do about it.
         hint: String,
+        /// The error the kernel returned (EACCES, EPERM), when it was one.
+        source: Option<io::Error>,
     },
     /// The lock file lives on a read-only filesystem.
     #[error("cannot {op} `{}`: the filesystem is read-only (put lock files on a writable filesystem)", path.display())]
@@ -114,6 +118,8 @@ pub enum Error {
         op: Operation,
         /// The lock file.
         path: PathBuf,
+        /// The error the kernel returned (EROFS).
+        source: io::Error,
     },
     /// The filesystem is full (or out of inodes, or over quota).
     #[error("cannot {op} `{}`: no space left on the filesystem", path.display())]
@@ -122,6 +128,8 @@ pub enum Error {
         op: Operation,
         /// The lock file.
         path: PathBuf,
+        /// The error the kernel returned (ENOSPC, EDQUOT).
+        source: io::Error,
     },
     /// The filesystem does not support `flock` (some NFS and FUSE mounts).
     #[error(
@@ -144,6 +152,8 @@ pub enum Error {
         op: Operation,
         /// The lock path.
         path: PathBuf,
+        /// The error the kernel returned (ELOOP).
+        source: io::Error,
     },
     /// Something other than a regular file sits at the lock path.
     #[error("refusing to {op} `{}`: it is a {kind}, not a regular file", path.display())]
@@ -251,7 +261,10 @@ impl Error {
         }
     }
 
-    /// Classifies an I/O error from `op` on `path` into the most specific variant.
+    /// Classifies an I/O error from `op` on `path` into the most specific
+    /// variant, from the error alone: it does no I/O of its own. (An open for
+    /// a lock creates the file, so ENOENT there means a missing directory.)
+    /// [`explain`](Error::explain) adds what a look at the path can tell.
     pub(crate) fn from_io(op: Operation, path: &Path, source: io::Error) -> Error {
         let path_buf = path.to_path_buf();
         match source.raw_os_error() {
@@ -260,35 +273,42 @@ impl Error {
                     Operation::ReadDir => path.to_path_buf(),
                     _ => parent_dir(path).to_path_buf(),
                 };
-                if op == Operation::Open && dir.is_dir() {
-                    // The directory exists after all: the file vanished (or a
-                    // dangling component); report the raw error.
-                    return Error::Io {
-                        op,
-                        path: path_buf,
-                        source,
-                    };
-                }
                 Error::DirectoryNotFound {
                     op,
                     path: path_buf,
                     dir,
+                    source,
                 }
             }
             Some(libc::EACCES | libc::EPERM) => Error::PermissionDenied {
                 op,
-                hint: permission_hint(op, path),
+                hint: generic_permission_hint(op).to_owned(),
                 euid: rustix::process::geteuid().as_raw(),
                 path: path_buf,
+                source: Some(source),
             },
-            Some(libc::EROFS) => Error::ReadOnlyFilesystem { op, path: path_buf },
-            Some(libc::ENOSPC | libc::EDQUOT) => Error::NoSpace { op, path: path_buf },
+            Some(libc::EROFS) => Error::ReadOnlyFilesystem {
+                op,
+                path: path_buf,
+                source,
+            },
+            Some(libc::ENOSPC | libc::EDQUOT) => Error::NoSpace {
+                op,
+                path: path_buf,
+                source,
+            },
             Some(libc::ENOLCK | libc::EOPNOTSUPP) => Error::LockUnsupported {
                 op,
                 path: path_buf,
                 source,
             },
-            Some(libc::ELOOP) if op == Operation::Open => Error::Symlink { op, path: path_buf },
+            Some(libc::ELOOP) if matches!(op, Operation::Open | Operation::Read) => {
+                Error::Symlink {
+                    op,
+                    path: path_buf,
+                    source,
+                }
+            }
             Some(libc::EISDIR) => Error::NotRegularFile {
                 op,
                 path: path_buf,
@@ -301,6 +321,65 @@ impl Error {
             },
         }
     }
+
+    /// Adds what a look at the path tells: for a refused permission, who owns
+    /// what is in the way, with what mode. "Permission denied" alone sends
+    /// people guessing (a lock in /tmp created by another user,
+    /// `fs.protected_regular`, a directory they cannot write). This stats the
+    /// path; callers on an error path that a human reads call it.
+    pub(crate) fn explain(self) -> Error {
+        match self {
+            Error::PermissionDenied {
+                op,
+                path,
+                euid,
+                source: source @ Some(_),
+                ..
+            } => Error::PermissionDenied {
+                hint: permission_hint(op, &path),
+                op,
+                path,
+                euid,
+                source,
+            },
+            other => other,
+        }
+    }
+}
+
+impl From<Error> for io::Error {
+    /// The closest `io::ErrorKind`, with the whole error (path, operation and
+    /// cause) as its message and source: for code that speaks `io::Result`.
+    fn from(e: Error) -> io::Error {
+        let kind = match &e {
+            Error::Contended { .. } => io::ErrorKind::WouldBlock,
+            Error::Timeout { .. } => io::ErrorKind::TimedOut,
+            Error::DirectoryNotFound { .. } => io::ErrorKind::NotFound,
+            Error::PermissionDenied { .. } | Error::NotOurRun { .. } => {
+                io::ErrorKind::PermissionDenied
+            }
+            Error::ReadOnlyFilesystem { .. } => io::ErrorKind::ReadOnlyFilesystem,
+            Error::NoSpace { .. } => io::ErrorKind::StorageFull,
+            Error::LockUnsupported { .. } => io::ErrorKind::Unsupported,
+            Error::Symlink { .. } | Error::NotRegularFile { .. } | Error::ForeignContent { .. } => {
+                io::ErrorKind::InvalidInput
+            }
+            Error::Io { source, .. } => source.kind(),
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// What to do about a refused permission, said without looking.
+fn generic_permission_hint(op: Operation) -> &'static str {
+    match op {
+        Operation::ReadDir | Operation::CreateDir => {
+            "run as a user who can read it, or choose another directory"
+        }
+        _ => {
+            "run as the file's owner, make it writable for this user, or choose a lock directory this user owns"
+        }
+    }
 }
 
 pub(crate) fn parent_dir(path: &Path) -> &Path {
@@ -310,9 +389,7 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// Says who owns what is in the way, because "permission denied" alone sends
-/// people guessing (a lock in /tmp created by another user, `fs.protected_regular`,
-/// a directory they cannot write).
+/// Says who owns what is in the way.
 fn permission_hint(op: Operation, path: &Path) -> String {
     use std::os::unix::fs::MetadataExt;
     let describe = |what: &str, p: &Path| match std::fs::symlink_metadata(p) {
@@ -379,5 +456,50 @@ mod tests {
         );
         assert!(matches!(e, Error::LockUnsupported { .. }));
         assert!(!e.is_contended());
+    }
+
+    #[test]
+    fn every_error_from_the_kernel_keeps_it_as_its_source() {
+        use std::error::Error as _;
+        for errno in [
+            libc::ENOENT,
+            libc::EACCES,
+            libc::EROFS,
+            libc::ENOSPC,
+            libc::ENOLCK,
+            libc::ELOOP,
+            libc::EIO,
+        ] {
+            let e = Error::from_io(
+                Operation::Open,
+                Path::new("/x/y.lock"),
+                io::Error::from_raw_os_error(errno),
+            );
+            let source = e.source().and_then(|s| s.downcast_ref::<io::Error>());
+            assert_eq!(
+                source.and_then(io::Error::raw_os_error),
+                Some(errno),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_converts_into_an_io_error_of_the_closest_kind() {
+        let e = Error::from_io(
+            Operation::Write,
+            Path::new("/x/y.lock"),
+            io::Error::from_raw_os_error(libc::ENOSPC),
+        );
+        let message = e.to_string();
+        let io: io::Error = e.into();
+        assert_eq!(io.kind(), io::ErrorKind::StorageFull);
+        assert_eq!(io.to_string(), message);
+        let contended: io::Error = Error::Contended {
+            path: "/x/y.lock".into(),
+            owner: None,
+        }
+        .into();
+        assert_eq!(contended.kind(), io::ErrorKind::WouldBlock);
     }
 }

@@ -15,7 +15,8 @@ pub(super) fn lock_file_names(
     dir_fd: &rustix::fd::OwnedFd,
 ) -> Result<Vec<std::ffi::OsString>> {
     use std::os::unix::ffi::OsStrExt;
-    let read_err = |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into());
+    let read_err =
+        |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into()).explain();
     let mut names = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir_fd).map_err(read_err)? {
         let name = entry.map_err(read_err)?.file_name().to_bytes().to_owned();
@@ -33,7 +34,7 @@ pub(super) fn open_dir(dir: &Path) -> Result<rustix::fd::OwnedFd> {
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
-    .map_err(|e| Error::from_io(Operation::ReadDir, dir, e.into()))
+    .map_err(|e| Error::from_io(Operation::ReadDir, dir, e.into()).explain())
 }
 
 fn inspect_flags() -> rustix::fs::OFlags {
@@ -63,11 +64,5 @@ pub(super) fn open_for_inspect_at(dir: impl rustix::fd::AsFd, path: &Path) -> io
 }
 
 pub(super) fn open_error(path: &Path, e: io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(libc::ELOOP) => Error::Symlink {
-            op: Operation::Read,
-            path: path.to_path_buf(),
-        },
-        _ => Error::from_io(Operation::Read, path, e),
-    }
+    Error::from_io(Operation::Read, path, e).explain()
 }

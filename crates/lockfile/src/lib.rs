@@ -162,6 +162,6 @@ pub use inspect::{
     Finding, InspectOptions, LockReport, LockState, Severity, Status, inspect, inspect_dir,
 };
 pub use options::LockOptions;
-pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
+pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};
 pub use record::{DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record};
 pub use wait::Wait;

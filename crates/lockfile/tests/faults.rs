@@ -339,7 +339,12 @@ fn a_holder_under_another_hostname_is_foreign_and_kept_by_reap() {
     assert!(report.findings.iter().any(|f| f.kind() == "foreign_host"));
     let reaped = lockfile::reap(dir.path(), ReapOptions::new().remove(true)).unwrap();
     assert_eq!(reaped.entries[0].action, ReapAction::Kept);
-    assert!(reaped.entries[0].reason.contains("far-away-host"));
+    assert!(
+        reaped.entries[0]
+            .reason
+            .to_string()
+            .contains("far-away-host")
+    );
     assert!(path.exists());
     let reaped = lockfile::reap(
         dir.path(),

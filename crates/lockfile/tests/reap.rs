@@ -1,4 +1,4 @@
-use lockfile::{LockGuard, LockState, ReapAction, ReapOptions};
+use lockfile::{LockGuard, LockState, ReapAction, ReapOptions, ReapReason};
 
 use crate::support::{ChildHolder, lock_path, tempdir};
 
@@ -40,8 +40,9 @@ fn reap_never_removes_a_held_lock_and_removes_litter() {
     assert!(held.exists() && free.exists());
     assert!(!stale.exists() && !debris.exists());
     let held_entry = fixed.entries.iter().find(|e| e.path == held).unwrap();
+    assert!(matches!(held_entry.reason, ReapReason::Held(Some(_))));
     assert!(
-        held_entry.reason.contains("held by pid"),
+        held_entry.reason.to_string().contains("held by pid"),
         "{}",
         held_entry.reason
     );
@@ -61,7 +62,10 @@ fn reap_keeps_foreign_records_unless_told_and_says_why() {
     let report = lockfile::reap(dir.path(), ReapOptions::new().remove(true)).unwrap();
     assert_eq!(report.entries[0].action, ReapAction::Kept);
     assert!(
-        report.entries[0].reason.contains("some-other-host"),
+        report.entries[0]
+            .reason
+            .to_string()
+            .contains("some-other-host"),
         "{}",
         report.entries[0].reason
     );
@@ -97,7 +101,10 @@ fn reap_keeps_young_files_and_the_last_success() {
     .unwrap();
     assert_eq!(report.entries[0].action, ReapAction::Kept);
     assert!(
-        report.entries[0].reason.contains("more recently"),
+        report.entries[0]
+            .reason
+            .to_string()
+            .contains("more recently"),
         "{}",
         report.entries[0].reason
     );
@@ -113,7 +120,10 @@ fn reap_keeps_young_files_and_the_last_success() {
     let report = lockfile::reap(dir.path(), ReapOptions::new().remove(true)).unwrap();
     assert_eq!(report.entries[0].action, ReapAction::Kept);
     assert!(
-        report.entries[0].reason.contains("last success"),
+        report.entries[0]
+            .reason
+            .to_string()
+            .contains("last success"),
         "{}",
         report.entries[0].reason
     );
@@ -138,7 +148,7 @@ fn reap_leaves_other_tools_files_alone() {
         assert_eq!(entry.state, Some(LockState::Debris));
         assert_eq!(entry.action, ReapAction::Kept, "{}", entry.reason);
         assert!(
-            entry.reason.contains("another tool's file"),
+            entry.reason.to_string().contains("another tool's file"),
             "{}",
             entry.reason
         );
@@ -181,7 +191,7 @@ fn reap_leaves_a_file_with_a_posix_lock_alone() {
         report.entries[0].reason
     );
     assert!(
-        report.entries[0].reason.contains("POSIX lock"),
+        report.entries[0].reason.to_string().contains("POSIX lock"),
         "{}",
         report.entries[0].reason
     );

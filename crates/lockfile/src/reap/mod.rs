@@ -8,10 +8,14 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use crate::content::Content;
 use crate::error::Operation;
 use crate::inspect::{Finding, InspectOptions, LockReport, LockState, open_for_inspect};
 use crate::record::{self, LockDocument};
 use crate::{DecodeError, Error, OwnerRecord, Result, sys};
+
+mod reason;
+pub use reason::{ReapChange, ReapReason};
 
 /// Options for [`reap`]. A dry run unless [`remove`](ReapOptions::remove) is set.
 ///
@@ -88,8 +92,10 @@ impl fmt::Display for ReapAction {
     }
 }
 
-/// One file [`reap`] looked at.
-#[derive(Clone, Debug, Serialize)]
+/// One file [`reap`] looked at. Serialises as `lockfile reap --json` prints
+/// it: `path`, `state`, `action`, `reason` (the sentence), `reason_kind`
+/// ([`ReapReason::kind`]) and `owner`.
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct ReapEntry {
     /// The file.
@@ -98,14 +104,37 @@ pub struct ReapEntry {
     pub state: Option<LockState>,
     /// What was done.
     pub action: ReapAction,
-    /// Why, in words.
-    pub reason: String,
+    /// Why.
+    pub reason: ReapReason,
     /// The owner record the file held, if any.
     pub owner: Option<OwnerRecord>,
 }
 
+impl Serialize for ReapEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct EntryJson<'a> {
+            path: &'a Path,
+            state: Option<LockState>,
+            action: ReapAction,
+            reason: String,
+            reason_kind: &'static str,
+            owner: Option<&'a OwnerRecord>,
+        }
+        EntryJson {
+            path: &self.path,
+            state: self.state,
+            action: self.action,
+            reason: self.reason.to_string(),
+            reason_kind: self.reason.kind(),
+            owner: self.owner.as_ref(),
+        }
+        .serialize(s)
+    }
+}
+
 /// Everything [`reap`] saw: one entry per `*.lock` file, nothing skipped.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize)]
 #[non_exhaustive]
 pub struct ReapReport {
     /// One entry per file, sorted by name.
@@ -147,8 +176,10 @@ impl ReapReport {
 /// - held and free files (a `free` file is a lock at rest);
 /// - stale records from other hosts, unless
 ///   [`include_foreign`](ReapOptions::include_foreign);
-/// - stale records that carry the job's last success, which silence alarms
-///   need (the next acquire reuses the file anyway);
+/// - stale records that carry the job's last success or run history, which
+///   silence and failure alarms need (the next acquire reuses the file
+///   anyway);
+/// - files whose content is someone else's ([`Content::Foreign`](crate::Content::Foreign));
 /// - files changed more recently than [`older_than`](ReapOptions::older_than);
 /// - symlinks and other non-regular files (never touched).
 ///
@@ -167,7 +198,7 @@ pub fn reap(dir: impl AsRef<Path>, opts: &ReapOptions) -> Result<ReapReport> {
                 path: e.path().to_path_buf(),
                 state: None,
                 action: ReapAction::Kept,
-                reason: e.to_string(),
+                reason: ReapReason::Failed(e),
                 owner: None,
             },
         })
@@ -204,79 +235,54 @@ fn reap_one(report: LockReport, opts: &ReapOptions) -> ReapEntry {
 }
 
 /// The decision from the inspection alone; removal re-checks under the lock.
-fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, String) {
-    let kept = |reason: String| (ReapAction::Kept, reason);
+fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, ReapReason) {
+    let kept = |reason: ReapReason| (ReapAction::Kept, reason);
     let owner = report.owner.as_ref();
     match report.state {
-        LockState::Absent => return kept("removed by someone else meanwhile".to_owned()),
-        LockState::Free => {
-            return kept("free: released cleanly; a lock at rest is left alone".to_owned());
-        }
-        LockState::Held => {
-            let by = match report.holders.first() {
-                Some(h) => h.to_string(),
-                None => "a process not visible from here".to_owned(),
-            };
-            return kept(format!("held by {by}"));
-        }
+        LockState::Absent => return kept(ReapReason::Vanished),
+        LockState::Free => return kept(ReapReason::Free),
+        LockState::Held => return kept(ReapReason::Held(report.holders.first().cloned())),
         LockState::Stale | LockState::Debris => {}
     }
-    if report.content_error == Some(DecodeError::Foreign) {
-        return kept(
-            "not a lockfile record (it does not start like one): another tool's file, left alone"
-                .to_owned(),
-        );
+    if report.content == Some(Content::Foreign) {
+        return kept(ReapReason::ForeignContent);
     }
     if let Some(owner) = owner
         && !owner.is_local()
         && !opts.include_foreign
     {
-        return kept(format!(
-            "stale record from host {:?}: its owner cannot be checked from here (include foreign records to remove it)",
-            owner.hostname
-        ));
+        return kept(ReapReason::ForeignHost(owner.hostname.clone()));
     }
     if let Some(t) = report.last_success {
-        return kept(format!(
-            "stale, but it carries the job's last success ({}), which the silence alarm needs; the next acquire reuses the file",
-            crate::rfc3339::display(t)
-        ));
+        return kept(ReapReason::CarriesLastSuccess(t));
     }
     if let Some(run) = &report.last_run {
-        return kept(format!(
-            "stale, but it carries the job's run history (last run {}, {} failure(s) in a row), which `check` needs; the next acquire reuses the file",
-            run.outcome, run.consecutive_failures
-        ));
+        return kept(ReapReason::CarriesRunHistory {
+            outcome: run.outcome,
+            consecutive_failures: run.consecutive_failures,
+        });
     }
     let changed_ago = report
         .modified
         .map(|m| SystemTime::now().duration_since(m).unwrap_or_default());
-    if let Some(age) = changed_ago
-        && age < opts.older_than
+    if let Some(ago) = changed_ago
+        && ago < opts.older_than
     {
-        return kept(format!(
-            "changed {} ago, more recently than the {} threshold",
-            humantime::format_duration(Duration::from_secs(age.as_secs())),
-            humantime::format_duration(opts.older_than)
-        ));
+        return kept(ReapReason::RecentlyChanged {
+            ago,
+            threshold: opts.older_than,
+        });
     }
     let reason = match (report.state, owner) {
-        (LockState::Stale, Some(owner)) => {
-            let dead = report
+        (LockState::Stale, Some(owner)) => ReapReason::Stale {
+            owner: Box::new(owner.clone()),
+            dead: report
                 .findings
                 .iter()
                 .find(|f| matches!(f, Finding::OwnerDead { .. }))
-                .map(|f| format!(": {f}"))
-                .unwrap_or_default();
-            format!("stale: {owner} never released it and nobody holds it{dead}")
-        }
-        _ => format!(
-            "debris: nobody holds it and {}",
-            report
-                .content_error
-                .as_ref()
-                .map_or_else(|| "it holds no record".to_owned(), ToString::to_string)
-        ),
+                .cloned(),
+        },
+        _ => ReapReason::Torn(report.content_error.clone()),
     };
     (ReapAction::WouldRemove, reason)
 }
@@ -286,49 +292,39 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, String) {
 /// other tool holds a POSIX lock on it; then unlinks. Two reapers, or a reaper
 /// and a new holder, cannot both act on one file: whoever does not get the
 /// lock leaves it alone.
-fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
+fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), ReapReason> {
     let path = &report.path;
-    let kept = |why: &str| Err(format!("not removed: {why}"));
-    let file = match open_for_inspect(path) {
-        Ok(f) => f,
-        Err(e) => {
-            return Err(format!(
-                "not removed: {}",
-                Error::from_io(Operation::Remove, path, e)
-            ));
-        }
-    };
+    let changed = |change: ReapChange| Err(ReapReason::Changed(change));
+    let failed = |op: Operation, e: std::io::Error| ReapReason::Failed(Error::from_io(op, path, e));
+    let file = open_for_inspect(path).map_err(|e| failed(Operation::Remove, e))?;
     match file.try_lock() {
         Ok(()) => {}
-        Err(TryLockError::WouldBlock) => return kept("someone took the lock meanwhile"),
-        Err(TryLockError::Error(e)) => {
-            return Err(Error::from_io(Operation::Lock, path, e).to_string());
-        }
+        Err(TryLockError::WouldBlock) => return changed(ReapChange::Locked),
+        Err(TryLockError::Error(e)) => return Err(failed(Operation::Lock, e)),
     }
     let (Ok(ours), Ok(now_at_path)) = (file.metadata(), std::fs::symlink_metadata(path)) else {
-        return kept("the file vanished meanwhile");
+        return changed(ReapChange::Vanished);
     };
     if !ours.file_type().is_file()
         || ours.dev() != now_at_path.dev()
         || ours.ino() != now_at_path.ino()
     {
-        return kept("the path names another file now");
+        return changed(ReapChange::Replaced);
     }
     if ours.len() != report.size || ours.modified().ok() != report.modified {
-        return kept("it changed meanwhile");
+        return changed(ReapChange::Modified);
     }
     // flock and POSIX locks do not conflict on Linux: a file that another
     // tool locks with fcntl or lockf is in use, whatever it holds.
     let lockers = sys::KernelLocks::snapshot()
         .map(|locks| locks.other_lockers(&file, ours.dev(), ours.ino()))
-        .map_err(|e| format!("not removed: cannot read the kernel lock table: {e}"))?;
+        .map_err(|e| failed(Operation::Read, e))?;
     if !lockers.is_empty() {
-        return kept(&format!(
-            "another tool holds a POSIX lock on it (pid {lockers:?})"
-        ));
+        return changed(ReapChange::PosixLocked(lockers));
     }
     let mut small = [0u8; record::SMALL_READ];
-    let content = record::read_content(&file, &mut small).map_err(|e| e.to_string())?;
+    let content =
+        record::read_content(&file, &mut small).map_err(|e| failed(Operation::Read, e))?;
     let still_litter = match (report.state, LockDocument::decode(&content)) {
         (LockState::Stale, Ok(doc)) => {
             !doc.released && Some(&doc.owner.token) == report.owner.as_ref().map(|o| &o.token)
@@ -337,14 +333,9 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), String> {
         _ => false,
     };
     if !still_litter {
-        return kept("its content changed meanwhile");
+        return changed(ReapChange::Content);
     }
-    std::fs::remove_file(path).map_err(|e| {
-        format!(
-            "not removed: {}",
-            Error::from_io(Operation::Remove, path, e)
-        )
-    })?;
+    std::fs::remove_file(path).map_err(|e| failed(Operation::Remove, e))?;
     // Closing `file` releases the lock on the now nameless inode; anyone who
     // was waiting on it re-checks the path and starts over on a fresh file.
     Ok(())

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{Error, LockGuard, LockOptions, LockReport, Outcome, RunEnd};
+use lockfile::{Error, LockGuard, LockOptions, Outcome, OwnerRecord, RunEnd};
 
 use crate::args::RunArgs;
 use crate::command::{command_line, job_name, spawn};
@@ -315,8 +315,12 @@ impl Limits {
 
 /// One line for stderr naming who holds the lock and for how long.
 fn conflict_line(path: &Path, err: &Error) -> String {
-    let report = lockfile::inspect(path).ok();
-    let holder = describe_holder(err, report.as_ref());
+    // The kernel's view a moment later, merged with the record the error
+    // read: who holds it, whatever they wrote.
+    let holder = match lockfile::inspect(path) {
+        Ok(report) => report.describe_holder(err.owner()),
+        Err(_) => OwnerRecord::describe(err.owner()).to_string(),
+    };
     match err {
         Error::Timeout { waited, .. } => format!(
             "gave up after waiting {} for `{}`: held by {holder}",
@@ -325,30 +329,4 @@ fn conflict_line(path: &Path, err: &Error) -> String {
         ),
         _ => format!("`{}` is held by {holder}; not running", path.display()),
     }
-}
-
-fn describe_holder(err: &Error, report: Option<&LockReport>) -> String {
-    let released = report.is_some_and(|r| r.released);
-    let owner = err.owner().filter(|_| !released);
-    let no_record = report.and_then(|r| r.no_record);
-    let mut text = match (owner, no_record) {
-        (Some(o), _) => o.to_string(),
-        (None, Some(why)) => format!("a process that keeps no owner record there ({why})"),
-        (None, None) => "a process that wrote no owner record".to_owned(),
-    };
-    if let Some(report) = report {
-        let kernel: Vec<String> = report
-            .holders
-            .iter()
-            .filter(|h| owner.is_none_or(|o| o.pid != h.pid))
-            .map(ToString::to_string)
-            .collect();
-        if !kernel.is_empty() {
-            text.push_str(&format!(
-                " (the kernel lock is held by {})",
-                kernel.join(", ")
-            ));
-        }
-    }
-    text
 }

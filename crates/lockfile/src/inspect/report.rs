@@ -93,6 +93,35 @@ pub struct LockReport {
 }
 
 impl LockReport {
+    /// Names who holds the lock, for a contention message: the recorded
+    /// owner (`recorded`, as a contention error read it, unless the record
+    /// has been released since), or why there is no record, then every other
+    /// process that holds the kernel lock.
+    ///
+    /// `pid 4242 on host "db-1", job "backup", for 3m (since …) (the kernel
+    /// lock is held by pid 4250 (sleep))`.
+    pub fn describe_holder(&self, recorded: Option<&OwnerRecord>) -> String {
+        let owner = recorded.filter(|_| !self.released);
+        let mut text = match (owner, self.no_record) {
+            (Some(o), _) => o.to_string(),
+            (None, Some(why)) => format!("a process that keeps no owner record there ({why})"),
+            (None, None) => OwnerRecord::describe(None).to_string(),
+        };
+        let kernel: Vec<String> = self
+            .holders
+            .iter()
+            .filter(|h| owner.is_none_or(|o| o.pid != h.pid))
+            .map(ToString::to_string)
+            .collect();
+        if !kernel.is_empty() {
+            text.push_str(&format!(
+                " (the kernel lock is held by {})",
+                kernel.join(", ")
+            ));
+        }
+        text
+    }
+
     /// The most severe finding's severity, or `None` when all is well.
     pub fn severity(&self) -> Option<Severity> {
         self.findings.iter().map(Finding::severity).max()

@@ -56,6 +56,54 @@
 //! compares the locked handle's (device, inode) with the path after locking,
 //! retrying on a mismatch.
 //!
+//! # The protocol
+//!
+//! Every step below is one or two system calls; the numbers are referred to
+//! in the code.
+//!
+//! 1. **Open** the path with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC`,
+//!    read-write and creating it when missing (read-only for a file that is
+//!    not ours, see below). Anything but a regular file is refused: a symlink
+//!    is never followed, a FIFO never waited on.
+//! 2. **Lock** the open file with `flock(LOCK_EX)`: at once, until a deadline
+//!    (a per-thread timer interrupts the wait), or for as long as it takes.
+//! 3. **Check the identity**: `fstat` of the locked descriptor against `stat`
+//!    of the path. When they name different inodes (the file was unlinked or
+//!    replaced while we waited), close and start again at step 1.
+//! 4. **Read** the first bytes and classify them ([`Content`]). Content that
+//!    is not ours is never written: the acquire fails, or (with
+//!    [`LockOptions::record_optional`]) unlocks, reopens read-only and starts
+//!    again at step 1 without writing anything.
+//! 5. **Write the record** over the previous one with one `pwrite` at offset
+//!    0, carrying its history along (the last success, the last run), and cut
+//!    off a longer previous content.
+//! 6. **Beat**: `futimens` sets the file's modification time.
+//! 7. **Release**: one `pwrite` turns the record's `released` flag to `true`;
+//!    with [`LockOptions::remove_on_release`], unlink the path, but only if it
+//!    still names our inode; then `flock(LOCK_UN)` and close. (Dying instead
+//!    skips all of it, and the kernel releases the lock anyway.)
+//! 8. **Reap** a dead owner's file: inspect it without locking, then take its
+//!    lock with a non-blocking `flock`, re-check under the lock that the path
+//!    still names that inode with the same size, modification time and
+//!    content and that no other tool holds a POSIX lock on it, unlink, close.
+//!
+//! **Why exclusion holds.** A guard claims "I hold the lock on the inode that
+//! the path names". Two guards for one path would need two inodes named by
+//! the path at their step 3, so the first one's inode must have lost the name
+//! in between. Only steps 7 and 8 unlink, and both do it while holding the
+//! lock on the inode they unlink, which the first guard still holds: neither
+//! can run. A process that was waiting on an inode that got unlinked wakes up
+//! at step 3, sees the mismatch and starts again on the new file. So the
+//! claim can only break if something outside this protocol renames or
+//! deletes the file while it is held (an operator's `mv` or `rm`): the
+//! kernel lock then still excludes everyone who opened the old inode, but a
+//! newcomer locks the new file.
+//!
+//! **Why reap never unlinks a held lock.** It unlinks only in step 8, while
+//! it holds the file's lock itself; a holder would have made its non-blocking
+//! `flock` fail, and a holder who comes after the unlink is at step 3 of a
+//! fresh file.
+//!
 //! # What the owner record is for
 //!
 //! Right after taking the lock, the holder writes an [`OwnerRecord`] into the

@@ -157,7 +157,9 @@ pub use error::{Error, Operation, Result};
 pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
-pub use inspect::{Finding, InspectOptions, LockReport, LockState, Severity, inspect, inspect_dir};
+pub use inspect::{
+    Finding, InspectOptions, LockReport, LockState, Severity, Unhealthy, inspect, inspect_dir,
+};
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
 pub use record::{DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record};

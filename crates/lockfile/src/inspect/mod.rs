@@ -4,6 +4,7 @@
 //! `/proc/locks`, so a concurrent `try_acquire` is never made to fail.
 
 mod finding;
+mod health;
 mod liveness;
 mod open;
 mod options;
@@ -14,6 +15,7 @@ use std::io;
 use std::path::Path;
 
 pub use finding::{Finding, Severity};
+pub use health::Unhealthy;
 pub(crate) use open::open_for_inspect;
 pub use options::InspectOptions;
 pub use report::{LockReport, LockState};

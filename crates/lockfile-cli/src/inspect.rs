@@ -1,4 +1,5 @@
-//! `lockfile inspect`: a human table, or JSON, and a monitoring-plugin status.
+//! `lockfile inspect`: a human table, JSON or Prometheus samples, and a
+//! monitoring-plugin status.
 
 use std::time::{Duration, SystemTime};
 
@@ -6,7 +7,19 @@ use lockfile::{InspectOptions, LockReport, Severity};
 
 use crate::args::InspectArgs;
 use crate::exit;
-use crate::table::print_aligned;
+use crate::format::Format;
+use crate::table::aligned;
+
+impl InspectArgs {
+    /// `--format`, where `--json` is short for `--format json`.
+    pub(crate) fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.print.format.unwrap_or(Format::Table)
+        }
+    }
+}
 
 /// One lock file's outcome: a report, or why it could not be inspected.
 pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
@@ -14,12 +27,32 @@ pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
 pub(crate) fn inspect(args: InspectArgs) -> i32 {
     let opts = args.thresholds.options();
     let outcomes = collect(&args.paths, &opts);
-    if args.json {
-        print_json(&outcomes);
-    } else {
-        print_table(&outcomes);
+    let text = match args.format() {
+        Format::Table => table(&outcomes),
+        Format::Json => json(&outcomes),
+        Format::Prometheus => crate::lock_metrics::render(&outcomes),
+    };
+    let status = status(&outcomes);
+    let Some(file) = &args.print.output else {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(text.as_bytes());
+        return status;
+    };
+    // Findings make the status non-zero; they are what the file must carry.
+    match crate::atomic::write_atomically(file, &crate::atomic::private_tmp(file), text.as_bytes())
+    {
+        Ok(()) => status,
+        Err(e) => {
+            errln!("lockfile: --output: {e}");
+            // As for a path that could not be inspected: only a critical
+            // finding ranks above it.
+            if status == exit::CRITICAL {
+                status
+            } else {
+                exit::UNKNOWN
+            }
+        }
     }
-    status(&outcomes)
 }
 
 /// Inspects each path: a directory means its `*.lock` files.
@@ -59,7 +92,7 @@ pub(crate) fn status(outcomes: &[Outcome]) -> i32 {
     }
 }
 
-fn print_json(outcomes: &[Outcome]) {
+fn json(outcomes: &[Outcome]) -> String {
     let values: Vec<serde_json::Value> = outcomes
         .iter()
         .map(|(path, r)| match r {
@@ -71,13 +104,12 @@ fn print_json(outcomes: &[Outcome]) {
             }),
         })
         .collect();
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&values).expect("JSON values serialise")
-    );
+    let mut text = serde_json::to_string_pretty(&values).expect("JSON values serialise");
+    text.push('\n');
+    text
 }
 
-fn print_table(outcomes: &[Outcome]) {
+fn table(outcomes: &[Outcome]) -> String {
     let now = SystemTime::now();
     let mut rows = vec![
         [
@@ -151,7 +183,7 @@ fn print_table(outcomes: &[Outcome]) {
             }
         }
     }
-    print_aligned(&rows, &notes);
+    aligned(&rows, &notes)
 }
 
 /// A duration for a table cell: whole seconds, humanised.

@@ -20,13 +20,19 @@ macro_rules! outln {
 }
 
 mod args;
+mod atomic;
 mod check;
 mod command;
 mod duration;
 mod exit;
+mod format;
 mod inspect;
 #[cfg(feature = "etcd")]
 mod lease;
+mod lock_metrics;
+mod metrics;
+mod monitor;
+mod prometheus;
 mod reap;
 mod run;
 mod signals;

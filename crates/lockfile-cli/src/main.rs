@@ -21,6 +21,8 @@ macro_rules! outln {
 
 mod args;
 mod atomic;
+#[cfg(feature = "ping")]
+mod capture;
 mod check;
 mod command;
 mod duration;
@@ -32,11 +34,14 @@ mod lease;
 mod lock_metrics;
 mod metrics;
 mod monitor;
+mod ping;
 mod prometheus;
 mod reap;
 mod run;
 mod signals;
 mod table;
+#[cfg(feature = "ping")]
+mod thread;
 
 use clap::Parser;
 

@@ -18,6 +18,7 @@ use clap::Args;
 use lockfile::{Outcome, Unhealthy};
 
 use crate::metrics::MetricsSink;
+use crate::ping::Pinger;
 
 /// The options of `run` that tell the monitoring system.
 #[derive(Debug, Args)]
@@ -27,6 +28,19 @@ pub(crate) struct MonitorArgs {
     /// too.
     #[arg(long, value_name = "DIR", env = "LOCKFILE_METRICS_DIR")]
     pub(crate) metrics_dir: Option<PathBuf>,
+
+    /// Ping a dead man's switch in the healthchecks.io protocol: URL/start
+    /// when COMMAND starts, URL on success, URL/STATUS on failure, URL/fail
+    /// when it was stopped, URL/log on a skip (URL/fail behind an unhealthy
+    /// holder). Best effort: never changes the exit status.
+    #[arg(long, value_name = "URL")]
+    pub(crate) ping: Option<String>,
+
+    /// With --ping: send the last N bytes of COMMAND's output with the final
+    /// ping (default 0: none). COMMAND's stdout and stderr then pass through
+    /// pipes, so COMMAND no longer sees a terminal.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "ping")]
+    pub(crate) ping_log_bytes: usize,
 
     /// Print nothing on a skip behind a healthy holder, as flock(1). A
     /// holder whose heartbeat is silent, that overran its own maximum
@@ -39,6 +53,7 @@ pub(crate) struct MonitorArgs {
 #[derive(Debug)]
 pub(crate) struct Monitor {
     metrics: Option<MetricsSink>,
+    ping: Option<Pinger>,
     quiet: bool,
     /// When COMMAND started: set by `started`, taken by `finished`, so
     /// that a run is finished once.
@@ -51,23 +66,30 @@ impl Monitor {
     ///
     /// # Errors
     ///
-    /// A message for a usage error.
+    /// A message for a usage error: a URL that is not one, or `--ping` in a
+    /// build without the `ping` feature.
     pub(crate) fn new(args: &MonitorArgs, job: &str, lock: &str) -> Result<Monitor, String> {
+        let ping = args
+            .ping
+            .as_deref()
+            .map(|url| Pinger::new(url, args.ping_log_bytes))
+            .transpose()?;
         Ok(Monitor {
             metrics: args
                 .metrics_dir
                 .as_deref()
                 .map(|dir| MetricsSink::new(dir, job, lock)),
+            ping,
             quiet: args.quiet,
             run: None,
         })
     }
 
     /// The lock is held: `line` names the holder. Prints it (unless quiet
-    /// and the holder is healthy), and counts the skip. `judge` tells
+    /// and the holder is healthy), counts the skip, and pings. `judge` tells
     /// whether the holder is unhealthy; it runs only when it matters.
     pub(crate) fn skipped(&mut self, line: &str, judge: impl FnOnce() -> Option<Unhealthy>) {
-        let unhealthy = self.quiet.then(judge).flatten();
+        let unhealthy = (self.quiet || self.ping.is_some()).then(judge).flatten();
         if !self.quiet || unhealthy.is_some() {
             errln!("lockfile: {line}");
         }
@@ -77,6 +99,9 @@ impl Monitor {
         if let Some(metrics) = &mut self.metrics {
             metrics.skipped(SystemTime::now());
         }
+        if let Some(ping) = &mut self.ping {
+            ping.skipped(line, unhealthy.as_ref());
+        }
     }
 
     /// [`Monitor::skipped`] for a lock file, judged by inspecting it.
@@ -84,12 +109,16 @@ impl Monitor {
         self.skipped(line, || lockfile::inspect(lock).ok()?.unhealthy());
     }
 
-    /// COMMAND is about to start as the run `token`.
-    pub(crate) fn started(&mut self, _token: impl std::fmt::Display) {
+    /// COMMAND is about to start as the run `token`. The start ping holds it
+    /// back for a few seconds at most.
+    pub(crate) fn started(&mut self, token: impl std::fmt::Display) {
         let now = SystemTime::now();
         self.run = Some(Instant::now());
         if let Some(metrics) = &mut self.metrics {
             metrics.started(now);
+        }
+        if let Some(ping) = &mut self.ping {
+            ping.started(&token.to_string());
         }
     }
 
@@ -104,6 +133,9 @@ impl Monitor {
         if let Some(metrics) = &mut self.metrics {
             let success_at = (outcome == Outcome::Succeeded).then(SystemTime::now);
             metrics.finished(outcome, exit_code, duration, success_at);
+        }
+        if let Some(ping) = &mut self.ping {
+            ping.finished(outcome, exit_code);
         }
     }
 }

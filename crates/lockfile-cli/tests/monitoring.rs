@@ -1,6 +1,7 @@
 //! Telling the monitoring system: run metrics for node_exporter's textfile
-//! collector, `inspect --format prometheus` and quiet skips. Checked against
-//! the real tools (promtool, node_exporter).
+//! collector, `inspect --format prometheus`, healthchecks pings and quiet
+//! skips. Checked against the real tools (promtool, node_exporter) and a
+//! recording HTTP server on loopback.
 
 mod common;
 
@@ -995,6 +996,390 @@ fn node_exporter_serves_our_files_without_a_scrape_error() {
                 || value(&scraped, "node_textfile_mtime_seconds", &[("file", file)]).is_some(),
             "{file} was read"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Pings
+
+/// A build without the `ping` feature refuses `--ping` as a usage error.
+#[cfg(not(feature = "ping"))]
+#[test]
+fn ping_is_a_usage_error_in_a_build_without_the_feature() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&["run", "--ping", "http://127.0.0.1:9/x", s(&lock), "true"]);
+    assert_eq!(code(&out), 64);
+    assert!(stderr(&out).contains("`ping` feature"), "{}", stderr(&out));
+}
+
+#[cfg(feature = "ping")]
+mod pings {
+    use std::io::{BufRead, BufReader};
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// How the recording server answers.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Answer {
+        Ok,
+        Error500,
+        Never,
+    }
+
+    /// One request the server received.
+    #[derive(Clone, Debug)]
+    struct Request {
+        method: String,
+        target: String,
+        body: String,
+    }
+
+    /// An HTTP server on loopback that records every request.
+    struct Server {
+        port: u16,
+        requests: Arc<Mutex<Vec<Request>>>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Server {
+        fn start(answer: Answer) -> Server {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let requests = Arc::new(Mutex::new(Vec::new()));
+            let stop = Arc::new(AtomicBool::new(false));
+            {
+                let (requests, stop) = (Arc::clone(&requests), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    for stream in listener.incoming() {
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let Ok(stream) = stream else { continue };
+                        let (requests, stop) = (Arc::clone(&requests), Arc::clone(&stop));
+                        std::thread::spawn(move || serve(stream, answer, &requests, &stop));
+                    }
+                });
+            }
+            Server {
+                port,
+                requests,
+                stop,
+            }
+        }
+
+        fn url(&self) -> String {
+            format!("http://127.0.0.1:{}/ping/abc", self.port)
+        }
+
+        fn requests(&self) -> Vec<Request> {
+            self.requests.lock().unwrap().clone()
+        }
+
+        /// The requests, once `n` have come (the wrapper waits for its final
+        /// ping, but a start ping it gave up waiting for may still be retried).
+        fn wait_for(&self, n: usize) -> Vec<Request> {
+            wait_until(&format!("{n} requests"), || self.requests().len() >= n);
+            self.requests()
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            // Wakes the accept loop, which then sees `stop`.
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+        }
+    }
+
+    fn serve(stream: TcpStream, answer: Answer, requests: &Mutex<Vec<Request>>, stop: &AtomicBool) {
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (method, target) = (
+            parts.next().unwrap_or_default().to_owned(),
+            parts.next().unwrap_or_default().to_owned(),
+        );
+        let mut length = 0;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        let _ = reader.read_exact(&mut body);
+        requests.lock().unwrap().push(Request {
+            method,
+            target,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        let mut stream = reader.into_inner();
+        match answer {
+            Answer::Ok => {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK",
+                );
+            }
+            Answer::Error500 => {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+            Answer::Never => {
+                // Holds the connection, answering nothing, for a minute at most.
+                for _ in 0..1200 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    /// `lockfile ARGS` with no proxy from the environment: pings go to loopback.
+    fn no_proxy(args: &[&str]) -> Command {
+        let mut cmd = lockfile();
+        for var in [
+            "http_proxy",
+            "https_proxy",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.args(args);
+        cmd
+    }
+
+    fn targets(requests: &[Request]) -> Vec<String> {
+        requests.iter().map(|r| r.target.clone()).collect()
+    }
+
+    #[test]
+    fn pings_follow_the_healthchecks_protocol_with_the_runs_token() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let token_script = "echo \"$LOCKFILE_TOKEN\"";
+        let out =
+            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", token_script]).bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stderr(&out), "");
+        let token = stdout(&out).trim().to_owned();
+        assert!(!token.is_empty());
+        let requests = server.wait_for(2);
+        assert_eq!(
+            targets(&requests),
+            [
+                format!("/ping/abc/start?rid={token}"),
+                format!("/ping/abc?rid={token}")
+            ]
+        );
+        assert!(requests.iter().all(|r| r.method == "POST"));
+
+        let failing = "echo \"$LOCKFILE_TOKEN\"; exit 3";
+        let out =
+            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", failing]).bounded_output();
+        assert_eq!(code(&out), 3);
+        let token = stdout(&out).trim().to_owned();
+        let requests = server.wait_for(4);
+        assert_eq!(
+            targets(&requests[2..]),
+            [
+                format!("/ping/abc/start?rid={token}"),
+                format!("/ping/abc/3?rid={token}")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_skip_pings_log_naming_the_holder_and_fail_behind_an_unhealthy_one() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let holder = start(&["--job", "nightly"], &lock, LOOP_READY);
+
+        let out = no_proxy(&["run", "-n", "--ping", &url, s(&lock), "true"]).bounded_output();
+        assert_eq!(code(&out), 75);
+        let requests = server.wait_for(1);
+        assert_eq!(
+            targets(&requests),
+            ["/ping/abc/log"],
+            "a skip is no run: no rid"
+        );
+        assert!(
+            requests[0].body.contains(&format!("pid {}", holder.pid())),
+            "{:?}",
+            requests[0].body
+        );
+        assert!(requests[0].body.contains("nightly"));
+
+        // The wrapper dies; COMMAND goes on holding the lock, unsupervised.
+        holder.signal("KILL");
+        wait_until("inspect to see the dead owner", || {
+            let (_, v) = inspect_json(&lock, &[]);
+            v[0]["findings"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f["kind"] == "owner_dead"))
+        });
+        let out = no_proxy(&["run", "-n", "--ping", &url, s(&lock), "true"]).bounded_output();
+        assert_eq!(code(&out), 75);
+        let requests = server.wait_for(2);
+        assert_eq!(requests[1].target, "/ping/abc/fail", "the check goes down");
+        assert!(
+            requests[1].body.contains("unhealthy"),
+            "{:?}",
+            requests[1].body
+        );
+        assert!(requests[1].body.contains("dead"), "{:?}", requests[1].body);
+    }
+
+    #[test]
+    fn a_server_that_never_answers_delays_the_run_a_bounded_time_and_changes_nothing() {
+        let server = Server::start(Answer::Never);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        for (script, status) in [("echo ran", 0), ("echo ran; exit 6", 6)] {
+            let started = Instant::now();
+            let out = no_proxy(&["run", "--ping", &url, s(&lock), "-c", script]).bounded_output();
+            let took = started.elapsed();
+            assert_eq!(code(&out), status, "{}", stderr(&out));
+            assert_eq!(stdout(&out), "ran\n");
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+            assert!(err.contains("ping"), "{err}");
+            // For the record, not as a threshold: the start ping holds COMMAND
+            // back 3 s at most, the final one the exit 10 s at most.
+            eprintln!("a run against a server that never answers took {took:?}");
+        }
+    }
+
+    #[test]
+    fn a_500_is_retried_and_changes_nothing() {
+        let server = Server::start(Answer::Error500);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let token_script = "echo \"$LOCKFILE_TOKEN\"";
+        let out =
+            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", token_script]).bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let token = stdout(&out).trim().to_owned();
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "reported once: {err}");
+        assert!(err.contains("500"), "{err}");
+        // Three attempts of each ping.
+        let requests = server.wait_for(6);
+        let start = format!("/ping/abc/start?rid={token}");
+        let success = format!("/ping/abc?rid={token}");
+        assert_eq!(
+            targets(&requests).iter().filter(|t| **t == start).count(),
+            3
+        );
+        assert_eq!(
+            targets(&requests).iter().filter(|t| **t == success).count(),
+            3
+        );
+    }
+
+    #[test]
+    fn the_final_ping_carries_the_tail_of_the_output_which_still_reaches_the_wrappers_own() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let script = "echo first line; echo to stderr >&2; printf 'the very end'; exit 2";
+        let whole = "first line\nto stderr\nthe very end";
+
+        // stdout and stderr are one file, as in cron's mail: one pipe, in order.
+        let both = tempfile::tempfile().unwrap();
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "20",
+            s(&lock),
+            "-c",
+            script,
+        ];
+        let status = no_proxy(&args)
+            .stdin(Stdio::null())
+            .stdout(both.try_clone().unwrap())
+            .stderr(both.try_clone().unwrap())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(2));
+        let mut seen = String::new();
+        let mut both = both;
+        use std::io::Seek;
+        both.rewind().unwrap();
+        both.read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, whole);
+        let requests = server.wait_for(2);
+        assert!(
+            requests[1].target.starts_with("/ping/abc/2?rid="),
+            "{requests:?}"
+        );
+        assert_eq!(requests[1].body, whole[whole.len() - 20..]);
+        assert_eq!(requests[0].body, "", "the start carries no log");
+
+        // Apart, each stream reaches its own file.
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "1000",
+            s(&lock),
+            "-c",
+            script,
+        ];
+        let out = no_proxy(&args).bounded_output();
+        assert_eq!(code(&out), 2);
+        assert_eq!(stdout(&out), "first line\nthe very end");
+        assert_eq!(stderr(&out), "to stderr\n");
+        let requests = server.wait_for(4);
+        for part in ["first line\n", "to stderr\n", "the very end"] {
+            assert!(requests[3].body.contains(part), "{:?}", requests[3].body);
+        }
+    }
+
+    #[test]
+    fn bad_ping_options_are_usage_errors() {
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let out = run_output(&["run", "--ping-log-bytes", "10", s(&lock), "true"]);
+        assert_eq!(
+            code(&out),
+            64,
+            "--ping-log-bytes needs --ping: {}",
+            stderr(&out)
+        );
+        let out = run_output(&["run", "--ping", "ftp://example.invalid/x", s(&lock), "true"]);
+        assert_eq!(code(&out), 64);
+        assert!(
+            stderr(&out).contains("ftp://example.invalid/x"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!lock.exists(), "refused before taking the lock");
     }
 }
 

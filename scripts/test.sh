@@ -16,6 +16,8 @@ command -v flock >/dev/null && command -v setpriv >/dev/null || missing+=(util-l
 command -v mkfs.btrfs >/dev/null || missing+=(btrfs-progs)
 command -v python3 >/dev/null || missing+=(python3)
 command -v script >/dev/null || missing+=(bsdutils)
+command -v promtool >/dev/null || missing+=(prometheus)
+command -v prometheus-node-exporter >/dev/null || missing+=(prometheus-node-exporter)
 if ((${#missing[@]})); then
     sudo=()
     if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi

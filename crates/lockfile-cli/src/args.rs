@@ -127,6 +127,9 @@ pub(crate) struct RunArgs {
     /// --etcd, the lease name.
     pub(crate) lockfile: PathBuf,
 
+    #[command(flatten)]
+    pub(crate) monitoring: crate::monitor::MonitorArgs,
+
     /// The command to run, with its arguments.
     #[arg(
         trailing_var_arg = true,
@@ -176,9 +179,12 @@ impl Thresholds {
 #[derive(Debug, Args)]
 #[command(after_help = DURATIONS)]
 pub(crate) struct InspectArgs {
-    /// Print a JSON array, one object per lock file.
+    /// Short for --format json: a JSON array, one object per lock file.
     #[arg(long)]
     pub(crate) json: bool,
+
+    #[command(flatten)]
+    pub(crate) print: crate::format::FormatArgs,
 
     #[command(flatten)]
     pub(crate) thresholds: Thresholds,

@@ -1,11 +1,24 @@
-//! `lockfile inspect`: a human table, or JSON, and a monitoring-plugin status.
+//! `lockfile inspect`: a human table, JSON or Prometheus samples, and a
+//! monitoring-plugin status.
 
 use std::time::{Duration, SystemTime};
 
 use lockfile::{InspectOptions, LockReport, Severity, Status};
 
 use crate::args::InspectArgs;
-use crate::table::print_aligned;
+use crate::format::Format;
+use crate::table::aligned;
+
+impl InspectArgs {
+    /// `--format`, where `--json` is short for `--format json`.
+    pub(crate) fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.print.format.unwrap_or(Format::Table)
+        }
+    }
+}
 
 /// One lock file's outcome: a report, or why it could not be inspected.
 pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
@@ -13,12 +26,32 @@ pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
 pub(crate) fn inspect(args: InspectArgs) -> i32 {
     let opts = args.thresholds.options();
     let outcomes = collect(&args.paths, &opts);
-    if args.json {
-        print_json(&outcomes);
-    } else {
-        print_table(&outcomes);
+    let text = match args.format() {
+        Format::Table => table(&outcomes),
+        Format::Json => json(&outcomes),
+        Format::Prometheus => crate::lock_metrics::render(&outcomes),
+    };
+    let status = status(&outcomes);
+    let Some(file) = &args.print.output else {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(text.as_bytes());
+        return status;
+    };
+    // Findings make the status non-zero; they are what the file must carry.
+    match crate::atomic::write_atomically(file, &crate::atomic::private_tmp(file), text.as_bytes())
+    {
+        Ok(()) => status,
+        Err(e) => {
+            errln!("lockfile: --output: {e}");
+            // As for a path that could not be inspected: only a critical
+            // finding ranks above it.
+            if status == Status::Critical.code() {
+                status
+            } else {
+                Status::Unknown.code()
+            }
+        }
     }
-    status(&outcomes)
 }
 
 /// Inspects each path: a directory means its `*.lock` files.
@@ -55,7 +88,7 @@ pub(crate) fn status(outcomes: &[Outcome]) -> i32 {
         .code()
 }
 
-fn print_json(outcomes: &[Outcome]) {
+fn json(outcomes: &[Outcome]) -> String {
     let values: Vec<serde_json::Value> = outcomes
         .iter()
         .map(|(path, r)| match r {
@@ -67,13 +100,12 @@ fn print_json(outcomes: &[Outcome]) {
             }),
         })
         .collect();
-    outln!(
-        "{}",
-        serde_json::to_string_pretty(&values).expect("JSON values serialise")
-    );
+    let mut text = serde_json::to_string_pretty(&values).expect("JSON values serialise");
+    text.push('\n');
+    text
 }
 
-fn print_table(outcomes: &[Outcome]) {
+fn table(outcomes: &[Outcome]) -> String {
     let now = SystemTime::now();
     let mut rows = vec![
         [
@@ -152,7 +184,7 @@ fn print_table(outcomes: &[Outcome]) {
             }
         }
     }
-    print_aligned(&rows, &notes);
+    aligned(&rows, &notes)
 }
 
 /// The heartbeat's age, then who keeps it and how often they promised:

@@ -17,6 +17,8 @@ use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
 use crate::args::{InspectArgs, RunArgs};
 use crate::command::{command_line, job_name, spawn};
 use crate::exit;
+use crate::format::Format;
+use crate::monitor::Monitor;
 use crate::signals::BlockedSignals;
 use crate::supervise::{self, StopSequence};
 use crate::table::print_aligned;
@@ -43,7 +45,15 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let name = args.lockfile.to_string_lossy().into_owned();
     let (program, program_args) = command_line(&args);
     let mut opts = options(endpoints);
-    opts.job(args.job.clone().unwrap_or_else(|| job_name(&program)));
+    let job = args.job.clone().unwrap_or_else(|| job_name(&program));
+    let mut monitor = match Monitor::new(&args.monitoring, &job, &name) {
+        Ok(monitor) => monitor,
+        Err(e) => {
+            errln!("lockfile: {e}");
+            return exit::USAGE;
+        }
+    };
+    opts.job(job);
     if let Some(ttl) = args.ttl {
         opts.ttl(ttl);
     }
@@ -58,7 +68,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let guard = match acquired {
         Ok(guard) => guard,
         Err(e) if e.is_contended() => {
-            errln!("lockfile: {e}; not running");
+            monitor.skipped(&format!("{e}; not running"), || None);
             return i32::from(args.conflict_exit_code);
         }
         Err(
@@ -73,10 +83,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::UNAVAILABLE;
         }
     };
-    match run_leased(guard, &program, &program_args, &args) {
+    monitor.started(guard.record().token);
+    match run_leased(guard, &program, &program_args, &args, &mut monitor) {
         Ok(code) => code,
         Err((code, message)) => {
             errln!("lockfile: {message}");
+            monitor.finished(lockfile::Outcome::Failed, code);
             code
         }
     }
@@ -87,6 +99,7 @@ fn run_leased(
     program: &OsString,
     program_args: &[OsString],
     args: &RunArgs,
+    monitor: &mut Monitor,
 ) -> Result<i32, (i32, String)> {
     let os_error = |what: &str, e: std::io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
     let mut signals = BlockedSignals::block().map_err(|e| os_error("cannot block signals", e))?;
@@ -184,6 +197,12 @@ fn run_leased(
     let stopped = stop.stopping();
 
     let code = supervise::exit_code(status);
+    // Before the release, so that the next holder's start comes after it.
+    if stopped || guard.is_lost() {
+        monitor.finished(lockfile::Outcome::LeaseLost, exit::LEASE_LOST);
+    } else {
+        monitor.finished(crate::monitor::outcome_of(code), code);
+    }
     let released = guard.release();
     if let Err(e) = &released {
         errln!("lockfile: {e}");
@@ -198,6 +217,12 @@ fn run_leased(
 
 /// `lockfile inspect --etcd`: who holds each named lease.
 pub(crate) fn inspect(args: &InspectArgs) -> i32 {
+    if args.format() == Format::Prometheus || args.print.output.is_some() {
+        errln!(
+            "lockfile: --format prometheus and --output are for lock files, not for --etcd leases"
+        );
+        return exit::USAGE;
+    }
     let opts = options(args.etcd.as_deref().unwrap_or_default());
     let outcomes: Vec<(String, lockfile_etcd::Result<LeaseReport>)> = args
         .paths
@@ -208,7 +233,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
             (name, report)
         })
         .collect();
-    if args.json {
+    if args.format() == Format::Json {
         let values: Vec<serde_json::Value> = outcomes
             .iter()
             .map(|(name, r)| match r {

@@ -20,19 +20,30 @@ macro_rules! outln {
 }
 
 mod args;
+mod atomic;
 mod beat;
+#[cfg(feature = "ping")]
+mod capture;
 mod check;
 mod command;
 mod duration;
 mod exit;
+mod format;
 mod inspect;
 #[cfg(feature = "etcd")]
 mod lease;
+mod lock_metrics;
+mod metrics;
+mod monitor;
+mod ping;
+mod prometheus;
 mod reap;
 mod run;
 mod signals;
 mod supervise;
 mod table;
+#[cfg(feature = "ping")]
+mod thread;
 
 use clap::Parser;
 

@@ -17,12 +17,21 @@ use lockfile::{Error, LockGuard, LockOptions, Outcome, OwnerRecord, RunEnd};
 use crate::args::RunArgs;
 use crate::command::{command_line, job_name, spawn};
 use crate::exit;
+use crate::monitor::Monitor;
 use crate::signals::BlockedSignals;
 use crate::supervise::{self, StopSequence};
 
 pub(crate) fn run(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
+    let lock = args.lockfile.to_string_lossy();
+    let mut monitor = match Monitor::new(&args.monitoring, &job, &lock) {
+        Ok(monitor) => monitor,
+        Err(e) => {
+            errln!("lockfile: {e}");
+            return exit::USAGE;
+        }
+    };
     let mut opts = LockOptions::new();
     // As flock(1) does, lock any file we may open: one whose content is not
     // ours (a script that locks itself) or that we may only read is locked
@@ -51,7 +60,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let guard = match acquired {
         Ok(guard) => guard,
         Err(e) if e.is_contended() => {
-            errln!("lockfile: {}", conflict_line(&args.lockfile, &e));
+            monitor.skipped_file(&args.lockfile, &conflict_line(&args.lockfile, &e));
             return i32::from(args.conflict_exit_code);
         }
         Err(e) => {
@@ -59,10 +68,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::CANNOT_LOCK;
         }
     };
-    match run_locked(guard, &program, &program_args, &args) {
+    monitor.started(guard.record().token);
+    match run_locked(guard, &program, &program_args, &args, &mut monitor) {
         Ok(code) => code,
         Err((code, message)) => {
             errln!("lockfile: {message}");
+            monitor.finished(lockfile::Outcome::Failed, code);
             code
         }
     }
@@ -73,6 +84,7 @@ fn run_locked(
     program: &OsString,
     program_args: &[OsString],
     args: &RunArgs,
+    monitor: &mut Monitor,
 ) -> Result<i32, (i32, String)> {
     let os_error = |what: &str, e: io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
     if args.watchdog.is_some()
@@ -107,7 +119,7 @@ fn run_locked(
     ];
     let started_at = SystemTime::now();
     let child = spawn(&signals, program, program_args, &env, false);
-    // We are single-threaded: no other spawn could have inherited it meanwhile.
+    // No other thread of ours spawns: none could have inherited it meanwhile.
     drop(inherited);
     let child_pid = child?;
 
@@ -154,6 +166,7 @@ fn run_locked(
         signal: status.terminating_signal(),
         started_at,
     };
+    monitor.finished(outcome, code);
     if let Err(e) = guard.record_outcome(end) {
         errln!("lockfile: the command ended ({outcome}), but {e}");
     }

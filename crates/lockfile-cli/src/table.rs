@@ -1,19 +1,30 @@
 //! The aligned tables of `inspect`, for lock files and for leases alike.
 
+use std::fmt::Write as _;
+
 /// Prints rows as left-aligned columns, each followed by its note lines.
+#[cfg(feature = "etcd")]
 pub(crate) fn print_aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(aligned(rows, notes).as_bytes());
+}
+
+/// [`print_aligned`]'s text.
+pub(crate) fn aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..N)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
+    let mut text = String::new();
     for (i, row) in rows.iter().enumerate() {
         let line: Vec<String> = row
             .iter()
             .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        outln!("{}", line.join("  ").trim_end());
+        let _ = writeln!(text, "{}", line.join("  ").trim_end());
         for note in notes.get(i).into_iter().flatten() {
-            outln!("{note}");
+            let _ = writeln!(text, "{note}");
         }
     }
+    text
 }

@@ -342,3 +342,55 @@ fn the_lease_durations_take_units() {
     let (status, err) = holder.wait();
     assert_eq!(status, 0, "{err}");
 }
+
+#[test]
+fn runs_and_skips_under_a_lease_write_the_same_metrics() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (metrics, stop) = (dir.path().to_str().unwrap(), dir.path().join("stop"));
+    let script = format!(
+        "echo ready; for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done; exit 1",
+        stop.display()
+    );
+    let extra = ["--metrics-dir", metrics, "--job", "report"];
+    let (mut holder, line) = start(&etcd, &extra, "nightly", &script);
+    assert_eq!(line, "ready");
+    let file = dir.path().join("lockfile-report.prom");
+    let sample = |name: &str| {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let prefix = format!("{name}{{lockfile_job=\"report\",lock=\"nightly\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert_eq!(sample("lockfile_run_running"), "1");
+
+    // A lease holder keeps no heartbeat to judge it by: quiet.
+    let out = lockfile()
+        .args(["run", "-n", "-q", "--etcd", &etcd.endpoint])
+        .args(extra)
+        .args(["nightly", "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(sample("lockfile_run_skips_total"), "1");
+
+    std::fs::write(&stop, "").unwrap();
+    assert_eq!(holder.wait().0, 0);
+    assert_eq!(sample("lockfile_run_running"), "0");
+    assert_eq!(sample("lockfile_run_last_exit_code"), "0");
+    assert_eq!(sample("lockfile_run_skips_total"), "1");
+
+    // Lease reports have no Prometheus form (yet): a usage error.
+    let out = lockfile()
+        .args([
+            "inspect",
+            "--etcd",
+            &etcd.endpoint,
+            "--format",
+            "prometheus",
+        ])
+        .arg("nightly")
+        .bounded_output();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+}

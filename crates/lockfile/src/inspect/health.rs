@@ -1,48 +1,218 @@
-//! The one judgement of "this holder is unhealthy", shared by `inspect`,
-//! `lockfile check`, the quiet skip and the pings.
+//! `Unhealthy`: the one predicate that tells a holder worth waking someone for
+//! from one that is merely busy. `lockfile run -q` stays quiet on a skip
+//! behind a healthy holder, and speaks (and fails its ping) behind an
+//! unhealthy one.
+
+use std::fmt;
+use std::time::Duration;
 
 use super::finding::Finding;
 use super::report::{LockReport, LockState};
 
+/// Why the holder of a held lock is not healthy.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Unhealthy {
+    /// Its heartbeat has been silent past the threshold
+    /// ([`Finding::HeartbeatSilent`]): the holder may be hung.
+    HeartbeatSilent {
+        /// Time since the last heartbeat.
+        silent: Duration,
+        /// The threshold it crossed.
+        threshold: Duration,
+    },
+    /// It has held the lock longer than the maximum runtime it recorded
+    /// ([`Finding::Overrunning`]), or than
+    /// [`InspectOptions::max_age`](crate::InspectOptions::max_age) when one
+    /// was given ([`Finding::Aged`]).
+    Overrunning {
+        /// How long it has held the lock.
+        held: Duration,
+        /// The limit it crossed.
+        max_runtime: Duration,
+    },
+    /// The lock is held, but the recorded owner is dead
+    /// ([`Finding::OwnerDead`]): whatever holds it now (a process the owner
+    /// started, after the owner was killed) is unsupervised.
+    OwnerDead {
+        /// The recorded PID.
+        pid: u32,
+        /// How we know.
+        reason: String,
+    },
+}
+
 impl LockReport {
-    /// The finding that makes the lock's holder unhealthy, or `None` when it
-    /// is healthy (or nobody holds the lock). A holder is unhealthy when:
+    /// Whether the lock is held by a holder that needs a human: its
+    /// heartbeat is silent past the threshold, it has held the lock longer
+    /// than its own recorded maximum runtime (or than `max_age` when one was
+    /// given), or its recorded owner is dead. The first reason found is
+    /// returned, in that order. This is the one judgement of health that
+    /// `inspect`, `lockfile check`, the quiet skip and the pings share.
     ///
-    /// - its heartbeat is silent past the threshold (`heartbeat_silent`: by
-    ///   default three times the interval it promised);
-    /// - it holds the lock past its own recorded maximum runtime
-    ///   (`overrunning`), or past [`InspectOptions::max_age`](crate::InspectOptions::max_age)
-    ///   when one was given (`aged`);
-    /// - its recorded owner is dead while the lock is held (`owner_dead`: a
-    ///   process it started holds the lock on).
+    /// A lock that is not held is never unhealthy, and neither is a holder
+    /// that keeps no record by design ([`LockReport::no_record`]: a foreign
+    /// file, a lock held read-only), since nothing it could have written is
+    /// there to judge it by.
     ///
-    /// A holder that keeps no record by design
-    /// ([`no_record`](LockReport::no_record)) raises none of these, and is
-    /// healthy.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # fn main() -> Result<(), lockfile::Error> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let path = dir.path().join("job.lock");
-    /// let _guard = lockfile::LockGuard::try_acquire(&path)?;
-    /// assert!(lockfile::inspect(&path)?.unhealthy().is_none());
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn unhealthy(&self) -> Option<&Finding> {
-        if self.state != LockState::Held {
+    /// The heartbeat threshold is the one the report was made with
+    /// ([`InspectOptions::stale_after`](crate::InspectOptions::stale_after),
+    /// by default three times the interval the holder promised).
+    pub fn unhealthy(&self) -> Option<Unhealthy> {
+        if self.state != LockState::Held || self.no_record.is_some() {
             return None;
         }
-        self.findings.iter().find(|f| {
-            matches!(
+        let silent = self.findings.iter().find_map(|f| match f {
+            Finding::HeartbeatSilent { silent, threshold } => Some(Unhealthy::HeartbeatSilent {
+                silent: *silent,
+                threshold: *threshold,
+            }),
+            _ => None,
+        });
+        let overrunning = || {
+            self.findings.iter().find_map(|f| match f {
+                Finding::Overrunning { age, max_runtime } => Some(Unhealthy::Overrunning {
+                    held: *age,
+                    max_runtime: *max_runtime,
+                }),
+                Finding::Aged { age, threshold } => Some(Unhealthy::Overrunning {
+                    held: *age,
+                    max_runtime: *threshold,
+                }),
+                _ => None,
+            })
+        };
+        let dead = || {
+            self.findings.iter().find_map(|f| match f {
+                Finding::OwnerDead { pid, reason } => Some(Unhealthy::OwnerDead {
+                    pid: *pid,
+                    reason: reason.clone(),
+                }),
+                _ => None,
+            })
+        };
+        silent.or_else(overrunning).or_else(dead)
+    }
+}
+
+impl fmt::Display for Unhealthy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = |d: &Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+        match self {
+            Unhealthy::HeartbeatSilent { silent, threshold } => write!(
                 f,
-                Finding::HeartbeatSilent { .. }
-                    | Finding::Overrunning { .. }
-                    | Finding::Aged { .. }
-                    | Finding::OwnerDead { .. }
-            )
-        })
+                "no heartbeat for {}, longer than {}: the holder may be hung",
+                d(silent),
+                d(threshold)
+            ),
+            Unhealthy::Overrunning { held, max_runtime } => write!(
+                f,
+                "held for {}, longer than its limit of {}",
+                d(held),
+                d(max_runtime)
+            ),
+            Unhealthy::OwnerDead { pid, reason } => write!(
+                f,
+                "the recorded owner pid {pid} is dead ({reason}), yet the lock is still held"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::{Content, NoRecord, OwnerRecord};
+
+    fn report(state: LockState, findings: Vec<Finding>) -> LockReport {
+        let mut owner = OwnerRecord::current(Some("job"), Some(Duration::from_secs(1)));
+        owner.max_runtime_ms = Some(60_000);
+        LockReport {
+            path: PathBuf::from("/x.lock"),
+            state,
+            owner: Some(owner),
+            released: false,
+            holders: Vec::new(),
+            age: Some(Duration::from_secs(10)),
+            heartbeat_age: Some(Duration::from_secs(1)),
+            last_success: None,
+            last_run: None,
+            size: 0,
+            modified: None,
+            content_error: None,
+            content: Some(Content::Record),
+            no_record: None,
+            findings,
+        }
+    }
+
+    fn silent() -> Finding {
+        Finding::HeartbeatSilent {
+            silent: Duration::from_secs(9),
+            threshold: Duration::from_secs(3),
+        }
+    }
+
+    fn dead() -> Finding {
+        Finding::OwnerDead {
+            pid: 7,
+            reason: "no such process".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_busy_holder_that_beats_is_healthy() {
+        assert_eq!(report(LockState::Held, Vec::new()).unhealthy(), None);
+    }
+
+    #[test]
+    fn a_holder_past_max_age_is_overrunning() {
+        let aged = Finding::Aged {
+            age: Duration::from_secs(10),
+            threshold: Duration::from_secs(1),
+        };
+        assert_eq!(
+            report(LockState::Held, vec![aged]).unhealthy(),
+            Some(Unhealthy::Overrunning {
+                held: Duration::from_secs(10),
+                max_runtime: Duration::from_secs(1)
+            })
+        );
+    }
+
+    #[test]
+    fn silence_overrun_and_a_dead_owner_are_unhealthy_in_that_order() {
+        let r = report(LockState::Held, vec![dead(), silent()]);
+        assert!(matches!(
+            r.unhealthy(),
+            Some(Unhealthy::HeartbeatSilent { .. })
+        ));
+        let overrun = Finding::Overrunning {
+            age: Duration::from_secs(61),
+            max_runtime: Duration::from_secs(60),
+        };
+        let r = report(LockState::Held, vec![dead(), overrun]);
+        assert_eq!(
+            r.unhealthy(),
+            Some(Unhealthy::Overrunning {
+                held: Duration::from_secs(61),
+                max_runtime: Duration::from_secs(60)
+            })
+        );
+        let r = report(LockState::Held, vec![dead()]);
+        assert!(matches!(
+            r.unhealthy(),
+            Some(Unhealthy::OwnerDead { pid: 7, .. })
+        ));
+    }
+
+    #[test]
+    fn a_lock_nobody_holds_or_a_holder_without_a_record_by_design_is_healthy() {
+        assert_eq!(report(LockState::Stale, vec![dead()]).unhealthy(), None);
+        let mut r = report(LockState::Held, vec![silent()]);
+        r.no_record = Some(NoRecord::ReadOnly);
+        assert_eq!(r.unhealthy(), None);
     }
 }

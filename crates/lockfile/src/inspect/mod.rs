@@ -15,6 +15,7 @@ use std::io;
 use std::path::Path;
 
 pub use finding::{Finding, Severity, Status};
+pub use health::Unhealthy;
 pub(crate) use open::open_for_inspect;
 pub use options::InspectOptions;
 pub use report::{LockReport, LockState};

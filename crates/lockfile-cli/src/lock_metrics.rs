@@ -1,0 +1,187 @@
+//! `lockfile inspect --format prometheus`: the state of lock files as
+//! samples, whoever holds them and whether or not a run writes metrics of
+//! its own. This is the truth at the moment of the scrape, where a run's
+//! `lockfile_run_running` is what the run last wrote (a SIGKILLed wrapper
+//! leaves 1 behind).
+//!
+//! `lockfile_lock_state` is a state set: every state of every lock has a
+//! sample, 1 for the current one and 0 for the others, so that a selector
+//! such as `lockfile_lock_state{state="stale"} == 1` always has a series to
+//! compare, and a lock that stops being held changes a value rather than
+//! making a series disappear. Likewise `lockfile_lock_inspect_error` is 0
+//! for a path that was inspected. The others exist only while they are
+//! true: a holder, a finding, an acquisition time.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use lockfile::{LockReport, LockState};
+
+use crate::prometheus::{self, Exposition, Family, Kind};
+
+const STATES: [LockState; 5] = [
+    LockState::Absent,
+    LockState::Free,
+    LockState::Held,
+    LockState::Stale,
+    LockState::Debris,
+];
+
+const STATE: Family = gauge(
+    "lockfile_lock_state",
+    "1 for the lock file's current state (absent, free, held, stale, debris), 0 for the others.",
+);
+const ACQUIRED: Family = gauge(
+    "lockfile_lock_acquired_timestamp_seconds",
+    "When the recorded owner took the lock, while its record is not released.",
+);
+const HEARTBEAT: Family = gauge(
+    "lockfile_lock_heartbeat_timestamp_seconds",
+    "The last heartbeat of a held or stale lock (the file's modification time).",
+);
+const LAST_SUCCESS: Family = gauge(
+    "lockfile_lock_last_success_timestamp_seconds",
+    "The last success recorded in the lock file (0: never).",
+);
+const HOLDER: Family = gauge(
+    "lockfile_lock_holder",
+    "1 for each process that holds the kernel lock.",
+);
+const FINDING: Family = gauge(
+    "lockfile_lock_finding",
+    "1 for each kind of finding about the lock file, with its severity.",
+);
+const INSPECT_ERROR: Family = gauge(
+    "lockfile_lock_inspect_error",
+    "1 when the path could not be inspected, 0 when it was.",
+);
+
+const fn gauge(name: &'static str, help: &'static str) -> Family {
+    Family {
+        name,
+        help,
+        kind: Kind::Gauge,
+    }
+}
+
+/// The samples of every outcome. A path given twice (or a file and its
+/// directory) is exported once: a repeated series would make the collector
+/// refuse the whole file.
+pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> String {
+    let mut seen = HashSet::new();
+    let outcomes: Vec<(String, Option<&LockReport>)> = outcomes
+        .iter()
+        .filter(|(path, _)| seen.insert(path.clone()))
+        .map(|(path, r)| (path.to_string_lossy().into_owned(), r.as_ref().ok()))
+        .collect();
+    let reports: Vec<(&str, &LockReport)> = outcomes
+        .iter()
+        .filter_map(|(lock, r)| Some((lock.as_str(), (*r)?)))
+        .collect();
+
+    let mut e = Exposition::default();
+    let mut family = |family: &Family, samples: Vec<(Vec<(&str, &str)>, f64)>| {
+        if samples.is_empty() {
+            return;
+        }
+        e.family(family);
+        for (labels, value) in samples {
+            e.sample(family.name, &labels, value);
+        }
+    };
+    family(
+        &STATE,
+        reports
+            .iter()
+            .flat_map(|&(lock, r)| {
+                STATES.iter().map(move |&s| {
+                    let value = if r.state == s { 1.0 } else { 0.0 };
+                    (vec![("lock", lock), ("state", s.as_str())], value)
+                })
+            })
+            .collect(),
+    );
+    family(
+        &ACQUIRED,
+        reports
+            .iter()
+            .filter_map(|&(lock, r)| {
+                let owner = r.owner.as_ref().filter(|_| !r.released)?;
+                Some((
+                    vec![("lock", lock)],
+                    prometheus::timestamp(owner.acquired_at),
+                ))
+            })
+            .collect(),
+    );
+    family(
+        &HEARTBEAT,
+        reports
+            .iter()
+            .filter(|(_, r)| r.heartbeat_age.is_some())
+            .filter_map(|&(lock, r)| {
+                Some((vec![("lock", lock)], prometheus::timestamp(r.modified?)))
+            })
+            .collect(),
+    );
+    family(
+        &LAST_SUCCESS,
+        reports
+            .iter()
+            .map(|&(lock, r)| {
+                let at = r.last_success.map_or(0.0, prometheus::timestamp);
+                (vec![("lock", lock)], at)
+            })
+            .collect(),
+    );
+    let pids: Vec<(&str, String)> = reports
+        .iter()
+        .flat_map(|&(lock, r)| {
+            let mut pids: Vec<u32> = r.holders.iter().map(|h| h.pid).collect();
+            pids.sort_unstable();
+            pids.dedup();
+            pids.into_iter().map(move |pid| (lock, pid.to_string()))
+        })
+        .collect();
+    family(
+        &HOLDER,
+        pids.iter()
+            .map(|(lock, pid)| (vec![("lock", *lock), ("pid", pid.as_str())], 1.0))
+            .collect(),
+    );
+    family(
+        &FINDING,
+        reports
+            .iter()
+            .flat_map(|&(lock, r)| {
+                let mut kinds = HashSet::new();
+                r.findings
+                    .iter()
+                    .filter(move |f| kinds.insert(f.kind()))
+                    .map(move |f| {
+                        (
+                            vec![
+                                ("lock", lock),
+                                ("kind", f.kind()),
+                                ("severity", f.severity().as_str()),
+                            ],
+                            1.0,
+                        )
+                    })
+            })
+            .collect(),
+    );
+    family(
+        &INSPECT_ERROR,
+        outcomes
+            .iter()
+            .map(|(lock, r)| {
+                (
+                    vec![("lock", lock.as_str())],
+                    if r.is_some() { 0.0 } else { 1.0 },
+                )
+            })
+            .collect(),
+    );
+    e.into_string()
+}

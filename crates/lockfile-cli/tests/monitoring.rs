@@ -1,0 +1,1456 @@
+//! Telling the monitoring system: run metrics for node_exporter's textfile
+//! collector, `inspect --format prometheus`, healthchecks pings and quiet
+//! skips. Checked against the real tools (promtool, node_exporter) and a
+//! recording HTTP server on loopback.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Background, BoundedOutput, Dir, code, inspect_json, lockfile, run_output, s, stderr};
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
+/// first.
+fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
+    let mut args = extra.to_vec();
+    args.extend([s(lock), "sh", "-c", script]);
+    let (run, line) = Background::spawn(&args);
+    assert_eq!(line, "ready", "the command did not start");
+    run
+}
+
+/// A COMMAND that prints `ready`, then runs until `stop` exists (a minute
+/// at most).
+fn until_exists(stop: &Path) -> String {
+    format!(
+        "echo ready; for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done; exit 1",
+        stop.display()
+    )
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `lockfile ARGS` under umask 077: what we write must be 0644 regardless.
+fn under_umask_077(args: &[&str]) -> Output {
+    let mut cmd = lockfile();
+    cmd.args(args);
+    // SAFETY: umask(2) is async-signal-safe and cannot fail.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0o077);
+            Ok(())
+        });
+    }
+    cmd.bounded_output()
+}
+
+/// Fails the test unless `promtool check metrics` accepts `path`.
+fn promtool_accepts(path: &Path) {
+    let text = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "promtool is not installed: install Debian's `prometheus` package \
+             (apt-get install prometheus; scripts/test.sh does it)"
+        ),
+        Err(e) => panic!("cannot run promtool: {e}"),
+    };
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics refuses `{}`: {}{}\n{}",
+        path.display(),
+        stdout(&out),
+        stderr(&out),
+        String::from_utf8_lossy(&text)
+    );
+}
+
+/// One sample: name, labels, value.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// The samples of a text in the exposition format (comments left out).
+fn samples(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(parse_sample)
+        .collect()
+}
+
+fn parse_sample(line: &str) -> Sample {
+    let (name, mut rest) = line.split_at(line.find(['{', ' ']).unwrap());
+    let mut labels = BTreeMap::new();
+    if let Some(mut r) = rest.strip_prefix('{') {
+        loop {
+            r = r.trim_start_matches(',');
+            if let Some(after) = r.strip_prefix('}') {
+                rest = after;
+                break;
+            }
+            let (label, after) = r
+                .split_once("=\"")
+                .unwrap_or_else(|| panic!("a label in {line}"));
+            let mut value = String::new();
+            let mut chars = after.char_indices();
+            let end = loop {
+                match chars.next().unwrap_or_else(|| panic!("a quote in {line}")) {
+                    (i, '"') => break i + 1,
+                    (_, '\\') => value.push(match chars.next().unwrap().1 {
+                        'n' => '\n',
+                        c => c,
+                    }),
+                    (_, c) => value.push(c),
+                }
+            };
+            labels.insert(label.to_owned(), value);
+            r = &after[end..];
+        }
+    }
+    let value = match rest.trim() {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v
+            .parse()
+            .unwrap_or_else(|e| panic!("value `{v}` in {line}: {e}")),
+    };
+    Sample {
+        name: name.to_owned(),
+        labels,
+        value,
+    }
+}
+
+fn file_samples(path: &Path) -> Vec<Sample> {
+    samples(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// The value of the one sample named `name` whose labels include `labels`.
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let found: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            labels
+                .iter()
+                .all(|(l, v)| s.labels.get(*l).map(String::as_str) == Some(*v))
+        })
+        .collect();
+    assert!(found.len() <= 1, "{name} {labels:?} twice: {found:?}");
+    found.first().map(|s| s.value)
+}
+
+/// The run metrics of `lock` under `job`, as a map from a metric's name
+/// (with `/outcome` for the outcome counter) to its value.
+fn run_figures(path: &Path, job: &str, lock: &Path) -> BTreeMap<String, f64> {
+    file_samples(path)
+        .into_iter()
+        .filter(|sample| {
+            sample.labels.get("lockfile_job").map(String::as_str) == Some(job)
+                && sample.labels.get("lock").map(String::as_str) == Some(s(lock))
+        })
+        .map(|sample| {
+            let key = match sample.labels.get("outcome") {
+                Some(o) => format!("{}/{o}", sample.name),
+                None => sample.name.clone(),
+            };
+            (key, sample.value)
+        })
+        .collect()
+}
+
+fn figure(figures: &BTreeMap<String, f64>, key: &str) -> f64 {
+    *figures
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key} in {figures:?}"))
+}
+
+/// Every `*.prom` file in `dir`, by name.
+fn prom_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".prom"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+// ---------------------------------------------------------------------------
+// Run metrics
+
+#[test]
+fn a_run_writes_its_metrics_for_the_textfile_collector() {
+    let dir = Dir::new();
+    let metrics = dir.path("metrics");
+    std::fs::create_dir(&metrics).unwrap();
+    let lock = dir.path("job.lock");
+    let out = under_umask_077(&[
+        "run",
+        "--metrics-dir",
+        s(&metrics),
+        s(&lock),
+        "-c",
+        "echo done",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    // The default job of a -c run is `sh`.
+    assert_eq!(prom_files(&metrics), ["lockfile-sh.prom"]);
+    let file = metrics.join("lockfile-sh.prom");
+    assert_eq!(mode(&file), 0o644, "readable by node_exporter");
+    promtool_accepts(&file);
+    let text = std::fs::read_to_string(&file).unwrap();
+    for name in [
+        "lockfile_run_running",
+        "lockfile_run_last_start_timestamp_seconds",
+        "lockfile_run_last_success_timestamp_seconds",
+        "lockfile_run_last_exit_code",
+        "lockfile_run_last_duration_seconds",
+        "lockfile_run_consecutive_failures",
+        "lockfile_run_skips_total",
+        "lockfile_run_last_skip_timestamp_seconds",
+        "lockfile_run_outcomes_total",
+    ] {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
+        assert!(text.contains(&format!("# TYPE {name} ")), "{name}: {text}");
+    }
+    assert!(text.contains("# TYPE lockfile_run_skips_total counter"));
+    assert!(text.contains("# TYPE lockfile_run_outcomes_total counter"));
+    assert!(text.contains("# TYPE lockfile_run_running gauge"));
+
+    let f = run_figures(&file, "sh", &lock);
+    assert_eq!(figure(&f, "lockfile_run_running"), 0.0);
+    assert_eq!(figure(&f, "lockfile_run_last_exit_code"), 0.0);
+    assert_eq!(figure(&f, "lockfile_run_consecutive_failures"), 0.0);
+    assert_eq!(figure(&f, "lockfile_run_skips_total"), 0.0);
+    assert_eq!(figure(&f, "lockfile_run_last_skip_timestamp_seconds"), 0.0);
+    assert_eq!(figure(&f, "lockfile_run_outcomes_total/succeeded"), 1.0);
+    for outcome in ["failed", "timed_out", "hung", "evicted", "lease_lost"] {
+        let key = format!("lockfile_run_outcomes_total/{outcome}");
+        assert_eq!(figure(&f, &key), 0.0, "{outcome} starts at 0");
+    }
+    let started = figure(&f, "lockfile_run_last_start_timestamp_seconds");
+    let succeeded = figure(&f, "lockfile_run_last_success_timestamp_seconds");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(started > 0.0 && started <= succeeded && succeeded <= now + 1.0);
+    assert!(figure(&f, "lockfile_run_last_duration_seconds") >= 0.0);
+    // Only the side lock is left beside the file: no temporary file.
+    let mut names: Vec<String> = std::fs::read_dir(&metrics)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, [".lockfile-sh.prom.lck", "lockfile-sh.prom"]);
+}
+
+#[test]
+fn the_job_name_is_sanitised_in_the_file_name_and_kept_whole_in_the_label() {
+    let dir = Dir::new();
+    let lock = dir.path("odd \"lock\" \\ name.lock");
+    let job = "nightly \"db\" backup\\x\nsecond line/é";
+    let out = run_output(&[
+        "run",
+        "--metrics-dir",
+        s(dir.tmp.path()),
+        "--job",
+        job,
+        s(&lock),
+        "true",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let name = "lockfile-nightly__db__backup_x_second_line__.prom";
+    assert_eq!(prom_files(dir.tmp.path()), [name]);
+    let file = dir.path(name);
+    promtool_accepts(&file);
+    let f = run_figures(&file, job, &lock);
+    assert_eq!(figure(&f, "lockfile_run_outcomes_total/succeeded"), 1.0);
+    // The label is `lockfile_job`, never `job`, which Prometheus reserves.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("{job="), "{text}");
+}
+
+#[test]
+fn the_metrics_dir_comes_from_the_environment_too() {
+    let dir = Dir::new();
+    let lock = dir.path("env.lock");
+    let out = lockfile()
+        .env("LOCKFILE_METRICS_DIR", dir.tmp.path())
+        .args(["run", s(&lock), "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(prom_files(dir.tmp.path()), ["lockfile-true.prom"]);
+}
+
+#[test]
+fn counters_and_failures_in_a_row_survive_from_run_to_run() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let file = dir.path("lockfile-job.prom");
+    let run = |script: &str| {
+        let out = run_output(&[
+            "run",
+            "--metrics-dir",
+            s(dir.tmp.path()),
+            "--job",
+            "job",
+            s(&lock),
+            "sh",
+            "-c",
+            script,
+        ]);
+        promtool_accepts(&file);
+        (code(&out), run_figures(&file, "job", &lock))
+    };
+    let (rc, f) = run("true");
+    assert_eq!(rc, 0);
+    let first_success = figure(&f, "lockfile_run_last_success_timestamp_seconds");
+
+    let (rc, f) = run("exit 3");
+    assert_eq!(rc, 3);
+    assert_eq!(figure(&f, "lockfile_run_last_exit_code"), 3.0);
+    assert_eq!(figure(&f, "lockfile_run_consecutive_failures"), 1.0);
+
+    // A signal: 128 + N, as the wrapper's own exit status.
+    let (rc, f) = run("kill -TERM $$");
+    assert_eq!(rc, 128 + 15);
+    assert_eq!(figure(&f, "lockfile_run_last_exit_code"), 143.0);
+    assert_eq!(figure(&f, "lockfile_run_consecutive_failures"), 2.0);
+    assert_eq!(figure(&f, "lockfile_run_outcomes_total/failed"), 2.0);
+    assert_eq!(figure(&f, "lockfile_run_outcomes_total/succeeded"), 1.0);
+    assert_eq!(
+        figure(&f, "lockfile_run_last_success_timestamp_seconds"),
+        first_success,
+        "a failure keeps the last success"
+    );
+
+    let (rc, f) = run("true");
+    assert_eq!(rc, 0);
+    assert_eq!(figure(&f, "lockfile_run_consecutive_failures"), 0.0);
+    assert_eq!(figure(&f, "lockfile_run_outcomes_total/succeeded"), 2.0);
+    assert_eq!(figure(&f, "lockfile_run_outcomes_total/failed"), 2.0);
+    assert!(figure(&f, "lockfile_run_last_success_timestamp_seconds") >= first_success);
+}
+
+#[test]
+fn a_skip_counts_in_the_same_file_and_keeps_the_holders_figures() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let stop = dir.path("stop");
+    let file = dir.path("lockfile-job.prom");
+    let metrics = ["--metrics-dir", s(dir.tmp.path()), "--job", "job"];
+    let mut holder = start(&metrics, &lock, &until_exists(&stop));
+    let held = run_figures(&file, "job", &lock);
+    assert_eq!(figure(&held, "lockfile_run_running"), 1.0);
+
+    for _ in 0..2 {
+        let mut args = vec!["run", "-n"];
+        args.extend(metrics);
+        args.extend([s(&lock), "true"]);
+        assert_eq!(code(&run_output(&args)), 75);
+    }
+    promtool_accepts(&file);
+    let skipped = run_figures(&file, "job", &lock);
+    assert_eq!(figure(&skipped, "lockfile_run_skips_total"), 2.0);
+    assert!(figure(&skipped, "lockfile_run_last_skip_timestamp_seconds") > 0.0);
+    for key in [
+        "lockfile_run_running",
+        "lockfile_run_last_start_timestamp_seconds",
+        "lockfile_run_outcomes_total/succeeded",
+    ] {
+        assert_eq!(figure(&skipped, key), figure(&held, key), "{key}");
+    }
+
+    std::fs::write(&stop, "").unwrap();
+    assert_eq!(holder.wait().0, 0);
+    let after = run_figures(&file, "job", &lock);
+    assert_eq!(figure(&after, "lockfile_run_running"), 0.0);
+    assert_eq!(figure(&after, "lockfile_run_skips_total"), 2.0, "kept");
+    assert_eq!(figure(&after, "lockfile_run_outcomes_total/succeeded"), 1.0);
+}
+
+#[test]
+fn locks_under_one_job_share_the_file_and_each_writer_replaces_only_its_own() {
+    let dir = Dir::new();
+    let (a, b) = (dir.path("a.lock"), dir.path("b.lock"));
+    let file = dir.path("lockfile-sh.prom");
+    let run = |lock: &Path, script: &str| {
+        run_output(&[
+            "run",
+            "--metrics-dir",
+            s(dir.tmp.path()),
+            s(lock),
+            "-c",
+            script,
+        ])
+    };
+    assert_eq!(code(&run(&a, "true")), 0);
+    assert_eq!(code(&run(&b, "exit 4")), 4);
+    assert_eq!(code(&run(&a, "true")), 0);
+    promtool_accepts(&file);
+    let fa = run_figures(&file, "sh", &a);
+    let fb = run_figures(&file, "sh", &b);
+    assert_eq!(figure(&fa, "lockfile_run_outcomes_total/succeeded"), 2.0);
+    assert_eq!(figure(&fa, "lockfile_run_last_exit_code"), 0.0);
+    assert_eq!(figure(&fb, "lockfile_run_outcomes_total/failed"), 1.0);
+    assert_eq!(figure(&fb, "lockfile_run_last_exit_code"), 4.0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.matches("# TYPE lockfile_run_running gauge").count(), 1);
+}
+
+/// A holder and many skippers write at once, while a reader keeps reading:
+/// the file is never missing or torn, and no update is lost.
+#[test]
+fn concurrent_writers_never_tear_lose_or_remove_the_file() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let stop = dir.path("stop");
+    let file = dir.path("lockfile-job.prom");
+    let metrics_dir = dir.tmp.path().to_owned();
+    let mut holder = start(
+        &["--metrics-dir", s(&metrics_dir), "--job", "job"],
+        &lock,
+        &until_exists(&stop),
+    );
+
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (file, done) = (file.clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut reads = 0u32;
+            while !done.load(Ordering::SeqCst) {
+                let text = std::fs::read_to_string(&file).expect("the file is never missing");
+                assert!(text.ends_with('\n'), "torn: {text:?}");
+                assert!(
+                    text.contains("lockfile_run_outcomes_total{")
+                        && text.contains("lockfile_run_running{"),
+                    "torn: {text:?}"
+                );
+                samples(&text);
+                reads += 1;
+            }
+            reads
+        })
+    };
+
+    const SKIPPERS: usize = 6;
+    const EACH: usize = 5;
+    let skippers: Vec<_> = (0..SKIPPERS)
+        .map(|i| {
+            let (lock, metrics_dir, stop) = (lock.clone(), metrics_dir.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut codes = Vec::new();
+                for j in 0..EACH {
+                    // Midway, the holder ends and writes its own update
+                    // among the skippers'; later runs may take the lock.
+                    if i == 0 && j == EACH / 2 {
+                        std::fs::write(&stop, "").unwrap();
+                    }
+                    let out = run_output(&[
+                        "run",
+                        "-n",
+                        "--metrics-dir",
+                        s(&metrics_dir),
+                        "--job",
+                        "job",
+                        s(&lock),
+                        "true",
+                    ]);
+                    assert_eq!(
+                        stderr(&out).matches("metrics").count(),
+                        0,
+                        "{}",
+                        stderr(&out)
+                    );
+                    codes.push(code(&out));
+                }
+                codes
+            })
+        })
+        .collect();
+    let codes: Vec<i32> = skippers
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    assert_eq!(holder.wait().0, 0);
+    done.store(true, Ordering::SeqCst);
+    let reads = reader.join().unwrap();
+    assert!(reads > 0);
+
+    let skips = codes.iter().filter(|&&c| c == 75).count() as f64;
+    let ran = codes.iter().filter(|&&c| c == 0).count() as f64;
+    assert_eq!(skips + ran, (SKIPPERS * EACH) as f64, "{codes:?}");
+    promtool_accepts(&file);
+    let f = run_figures(&file, "job", &lock);
+    assert_eq!(
+        figure(&f, "lockfile_run_skips_total"),
+        skips,
+        "no skip lost"
+    );
+    assert_eq!(
+        figure(&f, "lockfile_run_outcomes_total/succeeded"),
+        1.0 + ran,
+        "no run lost"
+    );
+    assert_eq!(figure(&f, "lockfile_run_running"), 0.0);
+}
+
+#[test]
+fn an_unwritable_metrics_dir_is_reported_once_and_changes_no_exit_status() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let not_a_dir = dir.path("file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let bad = not_a_dir.join("metrics");
+    for (script, status) in [("echo out", 0), ("exit 5", 5)] {
+        let out = run_output(&["run", "--metrics-dir", s(&bad), s(&lock), "-c", script]);
+        assert_eq!(code(&out), status);
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "reported once: {err}");
+        assert!(err.contains(s(&bad)), "names the path: {err}");
+    }
+    let mut holder = start(&[], &lock, LOOP_READY);
+    let out = run_output(&["run", "-n", "--metrics-dir", s(&bad), s(&lock), "true"]);
+    assert_eq!(code(&out), 75);
+    assert_eq!(stderr(&out).lines().count(), 2, "{}", stderr(&out));
+    holder.signal("TERM");
+    holder.wait();
+}
+
+/// A COMMAND that prints `ready` and runs a minute at most.
+const LOOP_READY: &str = "echo ready; for i in $(seq 1200); do sleep 0.05; done";
+
+#[test]
+fn a_sigkilled_wrapper_leaves_running_behind_which_inspect_and_the_next_run_correct() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let file = dir.path("lockfile-job.prom");
+    let metrics = ["--metrics-dir", s(dir.tmp.path()), "--job", "job"];
+    let holder = start(&metrics, &lock, LOOP_READY);
+    holder.signal("KILL");
+    wait_until("the wrapper to die", || {
+        !Path::new(&format!("/proc/{}/status", holder.pid())).exists()
+            || std::fs::read_to_string(format!("/proc/{}/status", holder.pid()))
+                .is_ok_and(|s| s.contains("State:\tZ"))
+    });
+    let f = run_figures(&file, "job", &lock);
+    assert_eq!(
+        figure(&f, "lockfile_run_running"),
+        1.0,
+        "nothing can prevent it"
+    );
+
+    // The truth: held by COMMAND, whose recorded owner is dead.
+    let out = run_output(&["inspect", "--format", "prometheus", s(&lock)]);
+    let lock_samples = samples(&stdout(&out));
+    let l = s(&lock);
+    assert_eq!(
+        value(
+            &lock_samples,
+            "lockfile_lock_state",
+            &[("lock", l), ("state", "held")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &lock_samples,
+            "lockfile_lock_finding",
+            &[("lock", l), ("kind", "owner_dead"), ("severity", "warning")]
+        ),
+        Some(1.0),
+        "{}",
+        stdout(&out)
+    );
+
+    drop(holder);
+    wait_until("the lock to come free", || {
+        code(&run_output(&["run", "-n", s(&lock), "true"])) == 0
+    });
+    let mut args = vec!["run"];
+    args.extend(metrics);
+    args.extend([s(&lock), "true"]);
+    assert_eq!(code(&run_output(&args)), 0);
+    let f = run_figures(&file, "job", &lock);
+    assert_eq!(figure(&f, "lockfile_run_running"), 0.0, "corrected");
+}
+
+// ---------------------------------------------------------------------------
+// inspect --format prometheus
+
+#[test]
+fn inspect_exports_lock_files_as_samples() {
+    let dir = Dir::new();
+    let locks = dir.path("locks");
+    std::fs::create_dir(&locks).unwrap();
+    let (held, free) = (locks.join("held.lock"), locks.join("free.lock"));
+    assert_eq!(code(&run_output(&["run", s(&free), "true"])), 0);
+    let holder = start(&[], &held, LOOP_READY);
+    let not_a_dir = dir.path("file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let broken = not_a_dir.join("x.lock");
+
+    let output = dir.path("export/locks.prom");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a = vec!["inspect", "--format", "prometheus", "--max-age", "0"];
+        a.extend_from_slice(extra);
+        a.extend([s(&locks), s(&broken), s(&held)]);
+        a.into_iter().map(str::to_owned).collect()
+    };
+    let out = lockfile().args(args(&[])).bounded_output();
+    // Aged (a warning) and a path that could not be inspected: 3.
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let text = stdout(&out);
+    let file = dir.path("stdout.prom");
+    std::fs::write(&file, &text).unwrap();
+    promtool_accepts(&file);
+    let all = samples(&text);
+    let (h, f, b) = (s(&held), s(&free), s(&broken));
+    for (lock, state) in [(h, "held"), (f, "free")] {
+        for other in ["absent", "free", "held", "stale", "debris"] {
+            let want = if other == state { 1.0 } else { 0.0 };
+            assert_eq!(
+                value(
+                    &all,
+                    "lockfile_lock_state",
+                    &[("lock", lock), ("state", other)]
+                ),
+                Some(want),
+                "{lock} {other}: {text}"
+            );
+        }
+        assert_eq!(
+            value(&all, "lockfile_lock_inspect_error", &[("lock", lock)]),
+            Some(0.0)
+        );
+    }
+    assert_eq!(
+        value(&all, "lockfile_lock_inspect_error", &[("lock", b)]),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&all, "lockfile_lock_state", &[("lock", b)]),
+        None,
+        "no state for a path that could not be inspected"
+    );
+    // `held` was given twice (in its directory and by name): once here.
+    assert!(
+        value(
+            &all,
+            "lockfile_lock_acquired_timestamp_seconds",
+            &[("lock", h)]
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert!(
+        value(
+            &all,
+            "lockfile_lock_heartbeat_timestamp_seconds",
+            &[("lock", h)]
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert_eq!(
+        value(
+            &all,
+            "lockfile_lock_acquired_timestamp_seconds",
+            &[("lock", f)]
+        ),
+        None,
+        "released"
+    );
+    assert_eq!(
+        value(
+            &all,
+            "lockfile_lock_last_success_timestamp_seconds",
+            &[("lock", h)]
+        ),
+        Some(0.0),
+        "never"
+    );
+    assert!(
+        value(
+            &all,
+            "lockfile_lock_last_success_timestamp_seconds",
+            &[("lock", f)]
+        )
+        .unwrap()
+            > 0.0
+    );
+    let pid = holder.pid().to_string();
+    assert_eq!(
+        value(&all, "lockfile_lock_holder", &[("lock", h), ("pid", &pid)]),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &all,
+            "lockfile_lock_finding",
+            &[("lock", h), ("kind", "aged"), ("severity", "warning")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(value(&all, "lockfile_lock_finding", &[("lock", f)]), None);
+
+    // --output: the same, atomically, mode 0644, whatever the exit status.
+    std::fs::create_dir(dir.path("export")).unwrap();
+    let with_output = args(&["--output", s(&output)]);
+    let out = under_umask_077(&with_output.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(stdout(&out), "", "the result goes to the file only");
+    assert_eq!(mode(&output), 0o644);
+    promtool_accepts(&output);
+    let names: Vec<String> = std::fs::read_dir(dir.path("export"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["locks.prom"], "no temporary file left");
+    assert_eq!(
+        value(
+            &file_samples(&output),
+            "lockfile_lock_inspect_error",
+            &[("lock", b)]
+        ),
+        Some(1.0)
+    );
+
+    // An --output that cannot be written: said, and the status says so.
+    let out = run_output(&[
+        "inspect",
+        "--format",
+        "prometheus",
+        "--output",
+        s(&broken),
+        s(&free),
+    ]);
+    assert_eq!(code(&out), 3);
+    assert!(stderr(&out).contains(s(&broken)), "{}", stderr(&out));
+}
+
+#[test]
+fn json_is_short_for_format_json_and_the_two_cannot_be_mixed() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    assert_eq!(code(&run_output(&["run", s(&lock), "true"])), 0);
+    let long = run_output(&["inspect", "--format", "json", s(&lock)]);
+    let (status, short) = inspect_json(&lock, &[]);
+    assert_eq!(code(&long), status);
+    let long: serde_json::Value = serde_json::from_slice(&long.stdout).unwrap();
+    assert_eq!(long, short);
+    let table = run_output(&["inspect", "--format", "table", s(&lock)]);
+    assert!(stdout(&table).starts_with("PATH"), "{}", stdout(&table));
+    let both = run_output(&["inspect", "--json", "--format", "table", s(&lock)]);
+    assert_eq!(code(&both), 64, "{}", stderr(&both));
+
+    // --output works for every format.
+    let output = dir.path("out.json");
+    let out = run_output(&["inspect", "--json", "--output", s(&output), s(&lock)]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+    assert_eq!(written, short);
+}
+
+// ---------------------------------------------------------------------------
+// node_exporter
+
+/// A real node_exporter on a loopback port, serving the textfile collector
+/// only; killed on drop.
+struct NodeExporter {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl NodeExporter {
+    fn start(textfile_dir: &Path) -> NodeExporter {
+        for _ in 0..5 {
+            // A free port, given up just before node_exporter takes it: a
+            // race with another process is possible, hence the retries.
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let child = Command::new("prometheus-node-exporter")
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--collector.disable-defaults")
+                .arg("--collector.textfile")
+                .arg(format!(
+                    "--collector.textfile.directory={}",
+                    textfile_dir.display()
+                ))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let mut child = match child {
+                Ok(child) => child,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+                    "prometheus-node-exporter is not installed: install Debian's \
+                     `prometheus-node-exporter` package (scripts/test.sh does it)"
+                ),
+                Err(e) => panic!("cannot run prometheus-node-exporter: {e}"),
+            };
+            let mut exporter = None;
+            for _ in 0..500 {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    exporter = Some(port);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            match exporter {
+                Some(port) => return NodeExporter { child, port },
+                None => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+        }
+        panic!("prometheus-node-exporter did not start listening");
+    }
+
+    fn scrape(&self) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+            "{head}"
+        );
+        body.to_owned()
+    }
+}
+
+impl Drop for NodeExporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn node_exporter_serves_our_files_without_a_scrape_error() {
+    let dir = Dir::new();
+    let textfiles = dir.path("textfiles");
+    std::fs::create_dir(&textfiles).unwrap();
+    let (a, b) = (dir.path("a.lock"), dir.path("b.lock"));
+    let run = |lock: &Path, job: &str, script: &str| {
+        run_output(&[
+            "run",
+            "--metrics-dir",
+            s(&textfiles),
+            "--job",
+            job,
+            s(lock),
+            "sh",
+            "-c",
+            script,
+        ])
+    };
+    assert_eq!(code(&run(&a, "backup \"nightly\"", "true")), 0);
+    assert_eq!(code(&run(&b, "backup \"nightly\"", "exit 2")), 2);
+    assert_eq!(code(&run(&b, "report", "true")), 0);
+    let holder = start(&[], &a, LOOP_READY);
+    let out = run_output(&[
+        "inspect",
+        "--format",
+        "prometheus",
+        "--output",
+        s(&textfiles.join("locks.prom")),
+        s(&a),
+        s(&b),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for name in prom_files(&textfiles) {
+        promtool_accepts(&textfiles.join(name));
+    }
+
+    let exporter = NodeExporter::start(&textfiles);
+    let scraped = samples(&exporter.scrape());
+    assert_eq!(
+        value(&scraped, "node_textfile_scrape_error", &[]),
+        Some(0.0),
+        "node_exporter refused a file: {scraped:?}"
+    );
+    let (la, lb) = (s(&a), s(&b));
+    let job = "backup \"nightly\"";
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_run_outcomes_total",
+            &[
+                ("lockfile_job", job),
+                ("lock", la),
+                ("outcome", "succeeded")
+            ]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_run_last_exit_code",
+            &[("lockfile_job", job), ("lock", lb)]
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_run_outcomes_total",
+            &[
+                ("lockfile_job", "report"),
+                ("lock", lb),
+                ("outcome", "succeeded")
+            ]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_state",
+            &[("lock", la), ("state", "held")]
+        ),
+        Some(1.0)
+    );
+    let pid = holder.pid().to_string();
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_holder",
+            &[("lock", la), ("pid", &pid)]
+        ),
+        Some(1.0)
+    );
+    for file in [
+        "lockfile-backup__nightly_.prom",
+        "lockfile-report.prom",
+        "locks.prom",
+    ] {
+        let path = textfiles.join(file);
+        assert!(
+            value(
+                &scraped,
+                "node_textfile_mtime_seconds",
+                &[("file", s(&path))]
+            )
+            .is_some()
+                || value(&scraped, "node_textfile_mtime_seconds", &[("file", file)]).is_some(),
+            "{file} was read"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Pings
+
+/// A build without the `ping` feature refuses `--ping` as a usage error.
+#[cfg(not(feature = "ping"))]
+#[test]
+fn ping_is_a_usage_error_in_a_build_without_the_feature() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&["run", "--ping", "http://127.0.0.1:9/x", s(&lock), "true"]);
+    assert_eq!(code(&out), 64);
+    assert!(stderr(&out).contains("`ping` feature"), "{}", stderr(&out));
+}
+
+#[cfg(feature = "ping")]
+mod pings {
+    use std::io::{BufRead, BufReader};
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// How the recording server answers.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Answer {
+        Ok,
+        Error500,
+        Never,
+    }
+
+    /// One request the server received.
+    #[derive(Clone, Debug)]
+    struct Request {
+        method: String,
+        target: String,
+        body: String,
+    }
+
+    /// An HTTP server on loopback that records every request.
+    struct Server {
+        port: u16,
+        requests: Arc<Mutex<Vec<Request>>>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Server {
+        fn start(answer: Answer) -> Server {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let requests = Arc::new(Mutex::new(Vec::new()));
+            let stop = Arc::new(AtomicBool::new(false));
+            {
+                let (requests, stop) = (Arc::clone(&requests), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    for stream in listener.incoming() {
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let Ok(stream) = stream else { continue };
+                        let (requests, stop) = (Arc::clone(&requests), Arc::clone(&stop));
+                        std::thread::spawn(move || serve(stream, answer, &requests, &stop));
+                    }
+                });
+            }
+            Server {
+                port,
+                requests,
+                stop,
+            }
+        }
+
+        fn url(&self) -> String {
+            format!("http://127.0.0.1:{}/ping/abc", self.port)
+        }
+
+        fn requests(&self) -> Vec<Request> {
+            self.requests.lock().unwrap().clone()
+        }
+
+        /// The requests, once `n` have come (the wrapper waits for its final
+        /// ping, but a start ping it gave up waiting for may still be retried).
+        fn wait_for(&self, n: usize) -> Vec<Request> {
+            wait_until(&format!("{n} requests"), || self.requests().len() >= n);
+            self.requests()
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            // Wakes the accept loop, which then sees `stop`.
+            let _ = TcpStream::connect(("127.0.0.1", self.port));
+        }
+    }
+
+    fn serve(stream: TcpStream, answer: Answer, requests: &Mutex<Vec<Request>>, stop: &AtomicBool) {
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (method, target) = (
+            parts.next().unwrap_or_default().to_owned(),
+            parts.next().unwrap_or_default().to_owned(),
+        );
+        let mut length = 0;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 || header.trim().is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        let _ = reader.read_exact(&mut body);
+        requests.lock().unwrap().push(Request {
+            method,
+            target,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        let mut stream = reader.into_inner();
+        match answer {
+            Answer::Ok => {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK",
+                );
+            }
+            Answer::Error500 => {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+            Answer::Never => {
+                // Holds the connection, answering nothing, for a minute at most.
+                for _ in 0..1200 {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    /// `lockfile ARGS` with no proxy from the environment: pings go to loopback.
+    fn no_proxy(args: &[&str]) -> Command {
+        let mut cmd = lockfile();
+        for var in [
+            "http_proxy",
+            "https_proxy",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "all_proxy",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.args(args);
+        cmd
+    }
+
+    fn targets(requests: &[Request]) -> Vec<String> {
+        requests.iter().map(|r| r.target.clone()).collect()
+    }
+
+    #[test]
+    fn pings_follow_the_healthchecks_protocol_with_the_runs_token() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let token_script = "echo \"$LOCKFILE_TOKEN\"";
+        let out =
+            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", token_script]).bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stderr(&out), "");
+        let token = stdout(&out).trim().to_owned();
+        assert!(!token.is_empty());
+        let requests = server.wait_for(2);
+        assert_eq!(
+            targets(&requests),
+            [
+                format!("/ping/abc/start?rid={token}"),
+                format!("/ping/abc?rid={token}")
+            ]
+        );
+        assert!(requests.iter().all(|r| r.method == "POST"));
+
+        let failing = "echo \"$LOCKFILE_TOKEN\"; exit 3";
+        let out =
+            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", failing]).bounded_output();
+        assert_eq!(code(&out), 3);
+        let token = stdout(&out).trim().to_owned();
+        let requests = server.wait_for(4);
+        assert_eq!(
+            targets(&requests[2..]),
+            [
+                format!("/ping/abc/start?rid={token}"),
+                format!("/ping/abc/3?rid={token}")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_skip_pings_log_naming_the_holder_and_fail_behind_an_unhealthy_one() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let holder = start(&["--job", "nightly"], &lock, LOOP_READY);
+
+        let out = no_proxy(&["run", "-n", "--ping", &url, s(&lock), "true"]).bounded_output();
+        assert_eq!(code(&out), 75);
+        let requests = server.wait_for(1);
+        assert_eq!(
+            targets(&requests),
+            ["/ping/abc/log"],
+            "a skip is no run: no rid"
+        );
+        assert!(
+            requests[0].body.contains(&format!("pid {}", holder.pid())),
+            "{:?}",
+            requests[0].body
+        );
+        assert!(requests[0].body.contains("nightly"));
+
+        // The wrapper dies; COMMAND goes on holding the lock, unsupervised.
+        holder.signal("KILL");
+        wait_until("inspect to see the dead owner", || {
+            let (_, v) = inspect_json(&lock, &[]);
+            v[0]["findings"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| f["kind"] == "owner_dead"))
+        });
+        let out = no_proxy(&["run", "-n", "--ping", &url, s(&lock), "true"]).bounded_output();
+        assert_eq!(code(&out), 75);
+        let requests = server.wait_for(2);
+        assert_eq!(requests[1].target, "/ping/abc/fail", "the check goes down");
+        assert!(
+            requests[1].body.contains("unhealthy"),
+            "{:?}",
+            requests[1].body
+        );
+        assert!(requests[1].body.contains("dead"), "{:?}", requests[1].body);
+    }
+
+    #[test]
+    fn a_server_that_never_answers_delays_the_run_a_bounded_time_and_changes_nothing() {
+        let server = Server::start(Answer::Never);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        for (script, status) in [("echo ran", 0), ("echo ran; exit 6", 6)] {
+            let started = Instant::now();
+            let out = no_proxy(&["run", "--ping", &url, s(&lock), "-c", script]).bounded_output();
+            let took = started.elapsed();
+            assert_eq!(code(&out), status, "{}", stderr(&out));
+            assert_eq!(stdout(&out), "ran\n");
+            let err = stderr(&out);
+            assert_eq!(err.lines().count(), 1, "one line: {err}");
+            assert!(err.contains("ping"), "{err}");
+            // For the record, not as a threshold: the start ping holds COMMAND
+            // back 3 s at most, the final one the exit 10 s at most.
+            eprintln!("a run against a server that never answers took {took:?}");
+        }
+    }
+
+    #[test]
+    fn a_500_is_retried_and_changes_nothing() {
+        let server = Server::start(Answer::Error500);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let token_script = "echo \"$LOCKFILE_TOKEN\"";
+        let out =
+            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", token_script]).bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let token = stdout(&out).trim().to_owned();
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "reported once: {err}");
+        assert!(err.contains("500"), "{err}");
+        // Three attempts of each ping.
+        let requests = server.wait_for(6);
+        let start = format!("/ping/abc/start?rid={token}");
+        let success = format!("/ping/abc?rid={token}");
+        assert_eq!(
+            targets(&requests).iter().filter(|t| **t == start).count(),
+            3
+        );
+        assert_eq!(
+            targets(&requests).iter().filter(|t| **t == success).count(),
+            3
+        );
+    }
+
+    #[test]
+    fn the_final_ping_carries_the_tail_of_the_output_which_still_reaches_the_wrappers_own() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let script = "echo first line; echo to stderr >&2; printf 'the very end'; exit 2";
+        let whole = "first line\nto stderr\nthe very end";
+
+        // stdout and stderr are one file, as in cron's mail: one pipe, in order.
+        let both = tempfile::tempfile().unwrap();
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "20",
+            s(&lock),
+            "-c",
+            script,
+        ];
+        let status = no_proxy(&args)
+            .stdin(Stdio::null())
+            .stdout(both.try_clone().unwrap())
+            .stderr(both.try_clone().unwrap())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(2));
+        let mut seen = String::new();
+        let mut both = both;
+        use std::io::Seek;
+        both.rewind().unwrap();
+        both.read_to_string(&mut seen).unwrap();
+        assert_eq!(seen, whole);
+        let requests = server.wait_for(2);
+        assert!(
+            requests[1].target.starts_with("/ping/abc/2?rid="),
+            "{requests:?}"
+        );
+        assert_eq!(requests[1].body, whole[whole.len() - 20..]);
+        assert_eq!(requests[0].body, "", "the start carries no log");
+
+        // Apart, each stream reaches its own file.
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "1000",
+            s(&lock),
+            "-c",
+            script,
+        ];
+        let out = no_proxy(&args).bounded_output();
+        assert_eq!(code(&out), 2);
+        assert_eq!(stdout(&out), "first line\nthe very end");
+        assert_eq!(stderr(&out), "to stderr\n");
+        let requests = server.wait_for(4);
+        for part in ["first line\n", "to stderr\n", "the very end"] {
+            assert!(requests[3].body.contains(part), "{:?}", requests[3].body);
+        }
+    }
+
+    #[test]
+    fn bad_ping_options_are_usage_errors() {
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let out = run_output(&["run", "--ping-log-bytes", "10", s(&lock), "true"]);
+        assert_eq!(
+            code(&out),
+            64,
+            "--ping-log-bytes needs --ping: {}",
+            stderr(&out)
+        );
+        let out = run_output(&["run", "--ping", "ftp://example.invalid/x", s(&lock), "true"]);
+        assert_eq!(code(&out), 64);
+        assert!(
+            stderr(&out).contains("ftp://example.invalid/x"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(!lock.exists(), "refused before taking the lock");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Quiet skips
+
+#[test]
+fn a_quiet_skip_behind_a_healthy_holder_prints_nothing() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let _holder = start(&[], &lock, LOOP_READY);
+    let out = run_output(&["run", "-q", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75);
+    assert_eq!(stderr(&out), "");
+    let out = run_output(&["run", "--quiet", "-w", "0.1", s(&lock), "true"]);
+    assert_eq!(code(&out), 75);
+    assert_eq!(stderr(&out), "");
+    // Without -q, the one line that names the holder stays.
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+}
+
+#[test]
+fn a_quiet_skip_behind_a_dead_owner_still_speaks() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let holder = start(&[], &lock, LOOP_READY);
+    holder.signal("KILL");
+    wait_until("inspect to see the dead owner", || {
+        let (_, v) = inspect_json(&lock, &[]);
+        v[0]["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["kind"] == "owner_dead"))
+    });
+    let out = run_output(&["run", "-q", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75);
+    let err = stderr(&out);
+    assert!(err.contains("is held by"), "{err}");
+    assert!(err.contains("unhealthy") && err.contains("dead"), "{err}");
+}
+
+#[test]
+fn a_quiet_skip_behind_a_silent_heartbeat_still_speaks() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let holder = start(&["--heartbeat", "0.1"], &lock, LOOP_READY);
+    // A stopped wrapper beats no more: its heartbeat falls silent.
+    holder.signal("STOP");
+    wait_until("inspect to see the silent heartbeat", || {
+        let (_, v) = inspect_json(&lock, &[]);
+        v[0]["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["kind"] == "heartbeat_silent"))
+    });
+    let out = run_output(&["run", "-q", "-n", s(&lock), "true"]);
+    holder.signal("CONT");
+    assert_eq!(code(&out), 75);
+    let err = stderr(&out);
+    assert!(err.contains("no heartbeat for"), "{err}");
+}
+
+#[test]
+fn a_holder_without_a_record_by_design_is_healthy_for_quiet() {
+    let dir = Dir::new();
+    // A script's own file: locked read-only, never written, no record.
+    let script = dir.path("job.sh");
+    std::fs::write(&script, "#!/bin/sh\necho a script\n").unwrap();
+    let holder = start(&[], &script, LOOP_READY);
+    holder.signal("KILL");
+    let out = run_output(&["run", "-q", "-n", s(&script), "true"]);
+    assert_eq!(code(&out), 75);
+    assert_eq!(stderr(&out), "", "nothing to judge it by");
+    drop(holder);
+}

@@ -138,6 +138,7 @@ mod beat;
 mod content;
 mod dir;
 mod error;
+mod evict;
 mod guard;
 mod history;
 mod holder;
@@ -154,10 +155,13 @@ pub use beat::beat;
 pub use content::{Content, NoRecord};
 pub use dir::default_lock_dir;
 pub use error::{Error, Operation, Result};
+pub use evict::EvictionRefused;
 pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
 pub use inspect::{Finding, InspectOptions, LockReport, LockState, Severity, inspect, inspect_dir};
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
-pub use record::{DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record};
+pub use record::{
+    DecodeError, Evicted, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record,
+};

@@ -40,6 +40,9 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     if let Some(limit) = args.max_runtime {
         opts.max_runtime(limit);
     }
+    if let Some(silence) = args.evict_after {
+        opts.evict_after(silence);
+    }
     let acquired = if args.nonblock {
         opts.try_acquire(&args.lockfile)
     } else {

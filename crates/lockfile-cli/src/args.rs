@@ -114,6 +114,13 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "10", value_parser = duration::parse)]
     pub(crate) kill_after: Duration,
 
+    /// When the lock is held by a holder whose heartbeat has been silent for
+    /// longer than DURATION, and longer than it promised, stop it with
+    /// everything it started and take the lock. This kills another process
+    /// (Linux only); a holder that cannot be verified is never touched.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "etcd")]
+    pub(crate) evict_after: Option<Duration>,
+
     /// Run COMMAND through `sh -c` (as flock(1) -c).
     #[arg(
         short = 'c',

@@ -49,6 +49,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     if let Some(limit) = args.max_runtime {
         opts.max_runtime(limit);
     }
+    // The grace between SIGTERM and SIGKILL: this run's own, and the
+    // promise that lets an evictor give our watchdog the first chance.
+    opts.kill_after(args.kill_after);
+    if let Some(silence) = args.evict_after {
+        opts.evict_after(silence);
+    }
     let acquired = if args.nonblock {
         opts.try_acquire(&args.lockfile)
     } else {
@@ -68,6 +74,16 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::CANNOT_LOCK;
         }
     };
+    if let Some(evicted) = guard.record().evicted.as_deref() {
+        errln!(
+            "lockfile: evicted pid {} (job {:?}, run {}) from `{}`: its heartbeat had been silent for {}",
+            evicted.pid,
+            evicted.job.as_deref().unwrap_or(""),
+            evicted.token,
+            args.lockfile.display(),
+            humantime::format_duration(Duration::from_secs(evicted.silent().as_secs()))
+        );
+    }
     monitor.started(guard.record().token);
     match run_locked(guard, &program, &program_args, &args, &mut monitor) {
         Ok(code) => code,
@@ -279,6 +295,15 @@ impl Limits {
             }
             self.next_heartbeat = supervise::after(interval);
         }
+        if stop.forwarded() {
+            // Someone else is stopping the run (an evictor, an operator):
+            // it is not this run's limit that ends it. Only the heartbeat
+            // goes on.
+            return match self.heartbeat {
+                Some(_) => self.next_heartbeat,
+                None => supervise::after(Duration::MAX),
+            };
+        }
         if let Some(threshold) = self.watchdog {
             // Any change of the modification time is a beat: COMMAND's own
             // clock may differ from ours, and only the change matters.
@@ -334,12 +359,19 @@ fn conflict_line(path: &Path, err: &Error) -> String {
         Ok(report) => report.describe_holder(err.owner()),
         Err(_) => OwnerRecord::describe(err.owner()).to_string(),
     };
+    let not_evicted = err
+        .not_evicted()
+        .map(|why| format!(" (not evicted: {why})"))
+        .unwrap_or_default();
     match err {
         Error::Timeout { waited, .. } => format!(
-            "gave up after waiting {} for `{}`: held by {holder}",
+            "gave up after waiting {} for `{}`: held by {holder}{not_evicted}",
             humantime::format_duration(std::time::Duration::from_secs(waited.as_secs())),
             path.display()
         ),
-        _ => format!("`{}` is held by {holder}; not running", path.display()),
+        _ => format!(
+            "`{}` is held by {holder}{not_evicted}; not running",
+            path.display()
+        ),
     }
 }

@@ -97,24 +97,34 @@ impl BlockedSignals {
 
     /// Waits until a blocked signal arrives or `deadline` passes (`None`).
     pub(crate) fn wait_until(&self, deadline: Instant) -> Option<Received> {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let ts = libc::timespec {
-            tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
-            tv_nsec: timeout.subsec_nanos().into(),
-        };
-        // SAFETY: `info` is written by the kernel before we read it, and only
-        // when the call succeeds; `self.set` is a valid initialised set.
-        unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let sig = libc::sigtimedwait(&self.set, &mut info, &ts);
-            let from_kernel = info.si_code == libc::SI_KERNEL;
-            (sig > 0).then(|| match sig {
-                libc::SIGCHLD => Received::ChildExited,
-                sig if FORWARDED.contains(&sig) => {
-                    Received::Forwarded(ToForward { sig, from_kernel })
-                }
-                _ => Received::Other,
-            })
+        loop {
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            let ts = libc::timespec {
+                tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+                tv_nsec: timeout.subsec_nanos().into(),
+            };
+            // SAFETY: `info` is written by the kernel before we read it, and
+            // only when the call succeeds; `self.set` is a valid initialised
+            // set.
+            let (sig, from_kernel) = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let sig = libc::sigtimedwait(&self.set, &mut info, &ts);
+                (sig, info.si_code == libc::SI_KERNEL)
+            };
+            if sig > 0 {
+                return Some(match sig {
+                    libc::SIGCHLD => Received::ChildExited,
+                    sig if FORWARDED.contains(&sig) => {
+                        Received::Forwarded(ToForward { sig, from_kernel })
+                    }
+                    _ => Received::Other,
+                });
+            }
+            // Interrupted (a SIGSTOP and SIGCONT, for one) is not the
+            // deadline: look again, for a signal that came meanwhile.
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return None;
+            }
         }
     }
 }

@@ -38,6 +38,9 @@ pub(crate) struct StopSequence {
     kill_at: Option<Instant>,
     /// Set once SIGKILL went out.
     killed_at: Option<Instant>,
+    /// Set once a signal from outside was forwarded: the run is being
+    /// stopped by someone else, and no limit should claim it.
+    forwarded: bool,
 }
 
 impl StopSequence {
@@ -46,12 +49,19 @@ impl StopSequence {
             kill_after,
             kill_at: None,
             killed_at: None,
+            forwarded: false,
         }
     }
 
     /// Whether the sequence has begun.
     pub(crate) fn stopping(&self) -> bool {
         self.kill_at.is_some()
+    }
+
+    /// Whether a signal from outside (SIGTERM, SIGINT, SIGHUP) was forwarded
+    /// to the command.
+    pub(crate) fn forwarded(&self) -> bool {
+        self.forwarded
     }
 
     /// Whether SIGKILL went out.
@@ -120,7 +130,10 @@ pub(crate) fn supervise(
                     return Ok(status);
                 }
             }
-            Some(Received::Forwarded(sig)) => sig.forward_to(&[child]),
+            Some(Received::Forwarded(sig)) => {
+                stop.forwarded = true;
+                sig.forward_to(&[child]);
+            }
             // The deadline passed, or the caller's wake-up signal came.
             _ => next_wake = on_wake(stop),
         }
@@ -143,7 +156,10 @@ pub(crate) fn supervise_leftovers(
         }
         match signals.wait_until(next_wake) {
             Some(Received::ChildExited) => {}
-            Some(Received::Forwarded(sig)) => sig.forward_to(&descendants()),
+            Some(Received::Forwarded(sig)) => {
+                stop.forwarded = true;
+                sig.forward_to(&descendants());
+            }
             _ => next_wake = on_wake(stop),
         }
     }

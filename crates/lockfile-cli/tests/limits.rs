@@ -340,3 +340,98 @@ fn check_calls_a_silent_holder_hung_and_a_long_one_overrunning() {
     assert!(line.starts_with("WARNING: "), "{line}");
     assert!(line.contains("overrunning"), "{line}");
 }
+
+#[test]
+fn a_stopped_watchdog_holder_is_evicted_with_its_tree_and_two_commands_never_overlap() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let detector = dir.path("detector.lock");
+    let tree = dir.path("tree");
+    let overlap = dir.path("overlap");
+    // The holder's COMMAND takes an independent flock(1) lock for as long
+    // as it works, and hangs without beating.
+    let work = dir.path("work.sh");
+    std::fs::write(
+        &work,
+        format!("{}echo ready; sleep 60\n", spawn_a_tree(&tree)),
+    )
+    .unwrap();
+    let hung = format!(
+        "flock -n {d} sh {w} || echo holder >> {o}",
+        d = s(&detector),
+        w = s(&work),
+        o = s(&overlap)
+    );
+    let (holder, line) = Background::spawn(&[
+        "--watchdog",
+        "2",
+        "--kill-after",
+        "1",
+        s(&lock),
+        "sh",
+        "-c",
+        &hung,
+    ]);
+    assert_eq!(line, "ready");
+    // Its wrapper is stopped: its own watchdog cannot act any more.
+    holder.signal("STOP");
+
+    let probe = dir.path("probe.json");
+    let contender = format!(
+        "{LOCKFILE} inspect --json \"$LOCKFILE_PATH\" > {p}; flock -n {d} true || echo contender >> {o}",
+        p = s(&probe),
+        d = s(&detector),
+        o = s(&overlap)
+    );
+    let out = run_output(&[
+        "run",
+        "--evict-after",
+        "1",
+        "--kill-after",
+        "1",
+        "-w",
+        "30",
+        s(&lock),
+        "sh",
+        "-c",
+        &contender,
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("evicted pid"), "{}", stderr(&out));
+    assert!(
+        !overlap.exists(),
+        "{}",
+        std::fs::read_to_string(&overlap).unwrap_or_default()
+    );
+    for pid in pids(&tree) {
+        assert!(gone(pid), "pid {pid} of the evicted tree lives on");
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&probe).unwrap()).unwrap();
+    assert_eq!(report[0]["owner"]["evicted"]["job"], "sh");
+    assert!(
+        report[0]["owner"]["evicted"]["silent_seconds"]
+            .as_f64()
+            .unwrap()
+            > 1.0
+    );
+    assert_eq!(report[0]["last_run"]["outcome"], "evicted");
+    let mut holder = holder;
+    assert_eq!(
+        holder.reap(),
+        143,
+        "the evicted wrapper exits as on SIGTERM"
+    );
+}
+
+#[test]
+fn a_wrapper_kept_heartbeat_is_never_evicted_and_the_refusal_says_why() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let (_holder, line) = Background::spawn(&[s(&lock), "sh", "-c", "echo ready; sleep 30"]);
+    assert_eq!(line, "ready");
+    let out = run_output(&["run", "-n", "--evict-after", "0.1", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert!(stderr(&out).contains("not evicted"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("wrapper"), "{}", stderr(&out));
+}

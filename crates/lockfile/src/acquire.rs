@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
+use crate::evict::{self, Eviction, Patience};
 use crate::guard::LockGuard;
 use crate::record::{self, LockDocument, peek};
 use crate::{Error, LockOptions, OwnerRecord, Result, Wait, sys};
@@ -109,9 +110,10 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     // locked through a read-only descriptor, since Linux refuses to execute a
     // file that anyone holds open for writing (a script that locks itself).
     let mut read_only = false;
+    let mut eviction = None;
     loop {
         let (file, id, access) = open_lock_file(path, opts, read_only)?;
-        take_kernel_lock(path, &file, &wait, started)?;
+        eviction = take_kernel_lock(opts, path, &file, &wait, started)?.or(eviction);
         // Re-check the inode: the path may have been unlinked (by reap, or a
         // release that removes) or replaced while we waited. A lock on a file
         // that no longer has this name excludes nobody.
@@ -151,7 +153,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             (false, Access::ReadWrite) => None,
         };
         let (doc, written_len, dead_owner) = match no_record {
-            None => match write_record(opts, path, &file, &previous) {
+            None => match write_record(opts, path, &file, &previous, eviction.take()) {
                 Ok(written) => written,
                 Err(e) => return Err(unlocked(&file, e)),
             },
@@ -189,19 +191,37 @@ fn unlocked(file: &File, e: Error) -> Error {
     e
 }
 
-/// Takes the kernel lock on `file` as `wait` allows.
-fn take_kernel_lock(path: &Path, file: &File, wait: &Wait, started: Instant) -> Result<()> {
+/// Takes the kernel lock on `file` as `wait` allows; `Some` when it was
+/// taken by evicting a hung holder.
+fn take_kernel_lock(
+    opts: &LockOptions,
+    path: &Path,
+    file: &File,
+    wait: &Wait,
+    started: Instant,
+) -> Result<Option<Eviction>> {
     let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
     match file.try_lock() {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(None),
         Err(TryLockError::Error(e)) => Err(lock_err(e)),
+        // Eviction takes the wait over: it judges the holder, and waits in
+        // slices between judgements.
+        Err(TryLockError::WouldBlock) if opts.evict_after.is_some() => {
+            report_contention(path, file);
+            let patience = match wait {
+                Wait::No => Patience::Once,
+                Wait::Until(deadline) => Patience::Until(*deadline),
+                Wait::Forever => Patience::Forever,
+            };
+            evict::take(opts, path, file, patience, started)
+        }
         Err(TryLockError::WouldBlock) => match wait {
             Wait::No => Err(contended(path, file)),
             Wait::Forever => {
                 report_contention(path, file);
                 loop {
                     match file.lock() {
-                        Ok(()) => return Ok(()),
+                        Ok(()) => return Ok(None),
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => return Err(lock_err(e)),
                     }
@@ -210,12 +230,13 @@ fn take_kernel_lock(path: &Path, file: &File, wait: &Wait, started: Instant) -> 
             Wait::Until(deadline) => {
                 report_contention(path, file);
                 if sys::lock_until(file, *deadline).map_err(lock_err)? {
-                    Ok(())
+                    Ok(None)
                 } else {
                     Err(Error::Timeout {
                         path: path.to_path_buf(),
                         waited: started.elapsed(),
                         owner: read_owner(file),
+                        not_evicted: None,
                     })
                 }
             }
@@ -332,6 +353,7 @@ fn contended(path: &Path, file: &File) -> Error {
     Error::Contended {
         path: path.to_path_buf(),
         owner,
+        not_evicted: None,
     }
 }
 
@@ -340,6 +362,7 @@ fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     owner.heartbeat_source = opts.heartbeat_source;
     owner.max_runtime_ms = opts.max_runtime.map(crate::record::millis);
+    owner.kill_after_ms = opts.kill_after.map(crate::record::millis);
     owner
 }
 
@@ -351,6 +374,7 @@ fn write_record(
     path: &Path,
     file: &File,
     previous: &[u8],
+    eviction: Option<Eviction>,
 ) -> Result<(LockDocument, usize, Option<OwnerRecord>)> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     // Parse the previous document only when it has something to carry (a
@@ -366,7 +390,10 @@ fn write_record(
     let dead_owner = previous_doc
         .filter(|doc| !doc.released)
         .map(|doc| doc.owner);
-    let doc = LockDocument::new(owner(opts), last_success, last_run);
+    let mut doc = LockDocument::new(owner(opts), last_success, last_run);
+    if let Some(eviction) = eviction {
+        eviction.record_into(&mut doc);
+    }
     let mut buf = Vec::with_capacity(512);
     doc.encode_into(&mut buf);
     file.write_all_at(&buf, 0).map_err(write_err)?;

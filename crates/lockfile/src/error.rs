@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::OwnerRecord;
+use crate::evict::refused::EvictionRefused;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -59,19 +60,28 @@ impl fmt::Display for Operation {
 #[non_exhaustive]
 pub enum Error {
     /// Someone else holds the lock. `owner` is their record when it could be read.
-    #[error("`{}` is locked by {}", path.display(), OwnerRecord::describe(owner.as_deref()))]
+    #[error(
+        "`{}` is locked by {}{}",
+        path.display(),
+        OwnerRecord::describe(owner.as_deref()),
+        NotEvicted(not_evicted.as_deref())
+    )]
     Contended {
         /// The lock file.
         path: PathBuf,
         /// The holder's owner record, when the file held a readable one.
         owner: Option<Box<OwnerRecord>>,
+        /// Why the holder was not evicted, when
+        /// [`LockOptions::evict_after`](crate::LockOptions::evict_after) asked.
+        not_evicted: Option<Box<EvictionRefused>>,
     },
     /// A bounded wait ended before the lock came free.
     #[error(
-        "gave up waiting for `{}` after {}: it is locked by {}",
+        "gave up waiting for `{}` after {}: it is locked by {}{}",
         path.display(),
         humantime::format_duration(*waited),
-        OwnerRecord::describe(owner.as_deref())
+        OwnerRecord::describe(owner.as_deref()),
+        NotEvicted(not_evicted.as_deref())
     )]
     Timeout {
         /// The lock file.
@@ -80,6 +90,10 @@ pub enum Error {
         waited: Duration,
         /// The holder's owner record at the moment the wait ended, when readable.
         owner: Option<Box<OwnerRecord>>,
+        /// Why the holder was not evicted, when
+        /// [`LockOptions::evict_after`](crate::LockOptions::evict_after) asked:
+        /// the last judgement of the wait.
+        not_evicted: Option<Box<EvictionRefused>>,
     },
     /// The directory that should contain the lock file does not exist.
     #[error(
@@ -213,6 +227,19 @@ pub enum Error {
     },
 }
 
+/// Why a holder was not evicted, after the holder: nothing for a plain
+/// conflict.
+struct NotEvicted<'a>(Option<&'a EvictionRefused>);
+
+impl fmt::Display for NotEvicted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(why) => write!(f, "; not evicted: {why}"),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Error {
     /// Whether the lock is held by someone else ([`Error::Contended`] or
     /// [`Error::Timeout`]), as opposed to a failure to try at all.
@@ -239,6 +266,18 @@ impl Error {
     pub fn owner(&self) -> Option<&OwnerRecord> {
         match self {
             Error::Contended { owner, .. } | Error::Timeout { owner, .. } => owner.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Why the holder was not evicted, for [`Error::Contended`] and
+    /// [`Error::Timeout`] from an acquire with
+    /// [`LockOptions::evict_after`](crate::LockOptions::evict_after).
+    pub fn not_evicted(&self) -> Option<&EvictionRefused> {
+        match self {
+            Error::Contended { not_evicted, .. } | Error::Timeout { not_evicted, .. } => {
+                not_evicted.as_deref()
+            }
             _ => None,
         }
     }
@@ -498,6 +537,7 @@ mod tests {
         let contended: io::Error = Error::Contended {
             path: "/x/y.lock".into(),
             owner: None,
+            not_evicted: None,
         }
         .into();
         assert_eq!(contended.kind(), io::ErrorKind::WouldBlock);

@@ -10,7 +10,7 @@ use crate::content::NoRecord;
 use crate::error::Operation;
 use crate::history::{LastRun, Outcome, RunEnd};
 use crate::record::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
-use crate::{Error, Holder, OwnerRecord, Result, sys};
+use crate::{Error, Evicted, Holder, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
 /// does the same and reports errors.
@@ -173,6 +173,13 @@ impl LockGuard {
             self.doc.last_success = Some(now);
         }
         self.write_document()
+    }
+
+    /// The hung run this acquire evicted to take the lock, when it did (see
+    /// [`LockOptions::evict_after`](crate::LockOptions::evict_after)): also
+    /// kept in the record, as [`OwnerRecord::evicted`].
+    pub fn evicted(&self) -> Option<&Evicted> {
+        self.doc.owner.evicted.as_deref()
     }
 
     /// The last finished run recorded in this lock file, by this holder or

@@ -118,6 +118,19 @@
 //! time; release marks the record released rather than erasing it, so the
 //! last owner stays visible.
 //!
+//! # A hung holder
+//!
+//! The kernel frees the lock of a dead holder, but a live, hung one keeps it
+//! for as long as it hangs. A holder that promised a heartbeat
+//! ([`LockOptions::heartbeat_interval`]) and stopped beating is reported
+//! `heartbeat_silent` by `inspect`; with [`LockOptions::evict_after`] a
+//! contender **kills it** and takes the lock, but only a holder that broke
+//! its own promise, is identified beyond doubt (host, boot, PID namespace,
+//! start time, every process holding the lock), and is ours to signal. The
+//! processes are opened as pidfds and verified before any signal, so a
+//! reused PID is never hit. Anything less, and the acquire behaves as
+//! without the option, saying why ([`EvictionRefused`]).
+//!
 //! # Files that are not ours
 //!
 //! A record is written only into a file that is empty or already holds a
@@ -175,7 +188,9 @@
 //! The crate emits [`tracing`](https://docs.rs/tracing) events with stable
 //! names, each also carrying an `event` field with the same name:
 //! `lock_acquired`, `lock_contended` (holder pid, host, age),
-//! `lock_released`, `stale_lock_removed` and `heartbeat` (at trace level).
+//! `lock_released`, `stale_lock_removed`, `heartbeat` (at trace level) and
+//! `lock_evicted` (at warn level: the evicted pid, job, token and how long
+//! its heartbeat had been silent).
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
@@ -186,6 +201,7 @@ mod beat;
 mod content;
 mod dir;
 mod error;
+mod evict;
 mod guard;
 mod history;
 mod holder;
@@ -203,6 +219,7 @@ pub use beat::beat;
 pub use content::{Content, NoRecord};
 pub use dir::default_lock_dir;
 pub use error::{Error, Operation, Result};
+pub use evict::EvictionRefused;
 pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
@@ -212,5 +229,7 @@ pub use inspect::{
 };
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};
-pub use record::{DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record};
+pub use record::{
+    DecodeError, Evicted, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record,
+};
 pub use wait::Wait;

@@ -34,6 +34,8 @@ pub struct LockOptions {
     pub(crate) record_optional: bool,
     pub(crate) heartbeat_source: Option<HeartbeatSource>,
     pub(crate) max_runtime: Option<Duration>,
+    pub(crate) evict_after: Option<Duration>,
+    pub(crate) kill_after: Option<Duration>,
 }
 
 impl Default for LockOptions {
@@ -54,6 +56,8 @@ impl LockOptions {
             record_optional: false,
             heartbeat_source: None,
             max_runtime: None,
+            evict_after: None,
+            kill_after: None,
         }
     }
 
@@ -111,6 +115,94 @@ impl LockOptions {
     /// Default: none.
     pub fn max_runtime(&mut self, limit: Duration) -> &mut Self {
         self.max_runtime = Some(limit);
+        self
+    }
+
+    /// **Kills another process**: when the lock is held by a holder whose
+    /// heartbeat has been silent for longer than `silence`, and longer than
+    /// the holder itself promised, stop the holder and take the lock.
+    ///
+    /// A holder is not hung before it breaks its own promise: its silence
+    /// must pass its recorded
+    /// [`heartbeat_interval`](LockOptions::heartbeat_interval), and for a
+    /// `lockfile run --watchdog` holder ([`HeartbeatSource::Command`]) that
+    /// interval plus its recorded [`kill_after`](LockOptions::kill_after)
+    /// (10 s when it recorded none, the command's default), so that its own
+    /// watchdog always gets the first chance to act.
+    ///
+    /// It evicts only when all of these hold; otherwise it behaves as
+    /// without this option, and the contention error says why it did not
+    /// ([`Error::not_evicted`](crate::Error::not_evicted), an
+    /// [`EvictionRefused`](crate::EvictionRefused)):
+    ///
+    /// - the holder promised a heartbeat: its record carries an interval and
+    ///   the heartbeat is not a wrapper's ([`HeartbeatSource::Wrapper`] only
+    ///   proves that the wrapper lives). A file without a record of ours
+    ///   (flock(1), another tool), or a record without a promise, is never
+    ///   evicted;
+    /// - the recorded owner runs on this host, in this boot, in our PID
+    ///   namespace or one we can resolve, and its recorded start time
+    ///   matches the live process: never by PID alone;
+    /// - every process that holds the kernel lock is identified (from the
+    ///   kernel's lock table and every process's descriptors), and is the
+    ///   owner, one of its descendants, or shares the lock the owner itself
+    ///   holds;
+    /// - every process to stop is of our uid (real and effective), or we
+    ///   are root, and this process is not among them.
+    ///
+    /// What it stops, and nothing else: the verified owner; its
+    /// descendants, found by their parent links (a process that called
+    /// setsid is still one, unless it was reparented out of the owner's
+    /// tree, which a `lockfile run` wrapper as a subreaper prevents); every
+    /// process that holds the kernel lock, with its descendants; and what
+    /// these fork while being stopped. Not the owner's parent, not a process that reused a PID the
+    /// record names, not a process that only has the file open. Each is
+    /// opened as a pidfd first, verified through `/proc`, and signalled only
+    /// through its pidfd, so a PID reused at any point is never hit.
+    ///
+    /// How: SIGTERM then SIGCONT to all (a stopped process cannot act on
+    /// SIGTERM); SIGKILL to the survivors after this process's own
+    /// [`kill_after`](LockOptions::kill_after) (10 s by default), or at the
+    /// end of the wait if that comes first; then a wait for the kernel lock
+    /// to come free: within the [`timeout`](LockOptions::timeout) when one
+    /// is given, and with [`try_acquire`](LockOptions::try_acquire) for up
+    /// to kill-after + 1 s, the only case where `try_acquire` waits. While
+    /// [`acquire`](LockOptions::acquire) waits, the holder is judged again at
+    /// the moment its promise would be broken (and at least every minute).
+    ///
+    /// What it leaves: a `lock_evicted` event (pid, job, token, silent
+    /// seconds) when it stops a holder; in the new record,
+    /// [`OwnerRecord::evicted`] (also [`LockGuard::evicted`](crate::LockGuard::evicted));
+    /// and as the last run, the evicted run with outcome
+    /// [`Outcome::Evicted`](crate::Outcome::Evicted), its failures in a row
+    /// counted on.
+    ///
+    /// Silence is the lock file's modification time against the wall
+    /// clock: a step of the clock forward by more than `silence` makes a
+    /// healthy holder look hung. Judging a held lock reads the kernel's lock
+    /// table and every process's descriptors under `/proc`. Only on Linux
+    /// (pidfds, Linux 5.3 or later); elsewhere eviction is always refused,
+    /// and the refusal says why.
+    ///
+    /// Default: none, never evict.
+    ///
+    /// [`HeartbeatSource::Command`]: crate::HeartbeatSource::Command
+    /// [`HeartbeatSource::Wrapper`]: crate::HeartbeatSource::Wrapper
+    /// [`OwnerRecord::evicted`]: crate::OwnerRecord::evicted
+    pub fn evict_after(&mut self, silence: Duration) -> &mut Self {
+        self.evict_after = Some(silence);
+        self
+    }
+
+    /// The time between SIGTERM and SIGKILL when this process stops
+    /// another: a holder it evicts ([`evict_after`](LockOptions::evict_after)).
+    /// Also written into the record as a promise, so that an evictor waits
+    /// this much longer for a holder that stops its own job (`lockfile run
+    /// --watchdog` sets it to its `--kill-after`).
+    ///
+    /// Default: none recorded; an eviction waits 10 s.
+    pub fn kill_after(&mut self, grace: Duration) -> &mut Self {
+        self.kill_after = Some(grace);
         self
     }
 

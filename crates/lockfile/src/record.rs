@@ -108,6 +108,47 @@ pub struct OwnerRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_runtime_ms: Option<u64>,
+    /// How long the holder gives its job between SIGTERM and SIGKILL when it
+    /// stops the job itself, in milliseconds (written as
+    /// `kill_after_seconds`, fractional). An evictor waits this much past a
+    /// `--watchdog` holder's promise, so that its own watchdog acts first.
+    #[serde(
+        default,
+        rename = "kill_after_seconds",
+        with = "seconds_from_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub kill_after_ms: Option<u64>,
+    /// The hung run this holder evicted to take the lock, when it did (see
+    /// [`LockOptions::evict_after`](crate::LockOptions::evict_after)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Boxed: most records have none, and every guard carries its record.
+    pub evicted: Option<Box<Evicted>>,
+}
+
+/// The run that a holder evicted to take the lock: it had broken its
+/// heartbeat promise, and was stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Evicted {
+    /// The evicted run's token.
+    pub token: Uuid,
+    /// The evicted owner's process id, as its record gave it.
+    pub pid: u32,
+    /// The evicted run's job name, if it had one.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// How long its heartbeat had been silent when it was judged hung, in
+    /// milliseconds (written as `silent_seconds`, fractional).
+    #[serde(rename = "silent_seconds", with = "seconds_from_millis::required")]
+    pub silent_ms: u64,
+}
+
+impl Evicted {
+    /// How long the evicted run's heartbeat had been silent.
+    pub fn silent(&self) -> Duration {
+        Duration::from_millis(self.silent_ms)
+    }
 }
 
 /// Who refreshes a lock's heartbeat.
@@ -152,12 +193,20 @@ impl OwnerRecord {
             heartbeat_interval_ms: heartbeat_interval.map(millis),
             heartbeat_source: None,
             max_runtime_ms: None,
+            kill_after_ms: None,
+            evicted: None,
         }
     }
 
     /// The longest the holder promised to hold the lock, if it promised.
     pub fn max_runtime(&self) -> Option<Duration> {
         self.max_runtime_ms.map(Duration::from_millis)
+    }
+
+    /// How long the holder gives its job between SIGTERM and SIGKILL, if it
+    /// said.
+    pub fn kill_after(&self) -> Option<Duration> {
+        self.kill_after_ms.map(Duration::from_millis)
     }
 
     /// The heartbeat interval the holder promised, if any.
@@ -243,6 +292,26 @@ mod seconds_from_millis {
         Ok(Option::<f64>::deserialize(d)?
             .filter(|secs| secs.is_finite() && *secs >= 0.0)
             .map(|secs| (secs * 1000.0).round().min(u64::MAX as f64) as u64))
+    }
+
+    /// The same for a value that is always there. A value that is not a
+    /// number of seconds reads as zero: a diagnostic number must not make a
+    /// whole record unreadable.
+    pub(super) mod required {
+        use serde::{Deserializer, Serializer};
+
+        pub(in crate::record) fn serialize<S: Serializer>(
+            ms: &u64,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            super::serialize(&Some(*ms), s)
+        }
+
+        pub(in crate::record) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<u64, D::Error> {
+            Ok(super::deserialize(d)?.unwrap_or(0))
+        }
     }
 }
 
@@ -524,6 +593,13 @@ mod tests {
             heartbeat_interval_ms: Some(30_000),
             heartbeat_source: Some(HeartbeatSource::Wrapper),
             max_runtime_ms: Some(1_234),
+            kill_after_ms: Some(10_000),
+            evicted: Some(Box::new(Evicted {
+                token: Uuid::from_u128(0x99),
+                pid: 17,
+                job: Some("nightly".to_owned()),
+                silent_ms: 61_500,
+            })),
         }
     }
 
@@ -551,9 +627,31 @@ mod tests {
     }
 
     #[test]
+    fn kill_after_and_evicted_are_written_in_seconds() {
+        let doc = LockDocument::new(sample(), None, None);
+        let mut buf = Vec::new();
+        doc.encode_into(&mut buf);
+        let json: serde_json::Value = serde_json::from_slice(&buf).unwrap();
+        assert_eq!(json["owner"]["kill_after_seconds"], 10.0);
+        assert_eq!(json["owner"]["evicted"]["silent_seconds"], 61.5);
+        assert_eq!(json["owner"]["evicted"]["pid"], 17);
+        assert_eq!(json["owner"]["evicted"]["job"], "nightly");
+        assert_eq!(
+            json["owner"]["evicted"]["token"],
+            Uuid::from_u128(0x99).to_string()
+        );
+        let back = LockDocument::decode(&buf).unwrap();
+        assert_eq!(back.owner.kill_after(), Some(Duration::from_secs(10)));
+        assert_eq!(
+            back.owner.evicted.unwrap().silent(),
+            Duration::from_millis(61_500)
+        );
+    }
+
+    #[test]
     fn a_long_record_grows_by_whole_blocks() {
         let mut owner = sample();
-        owner.job = Some("j".repeat(600));
+        owner.job = Some("j".repeat(400));
         let mut buf = Vec::new();
         LockDocument::new(owner, Some(SystemTime::now()), None).encode_into(&mut buf);
         assert_eq!(buf.len(), 2 * RECORD_BLOCK);
@@ -681,6 +779,10 @@ mod tests {
             heartbeat_interval_ms in proptest::option::of(any::<u64>()),
             command_beats in proptest::option::of(any::<bool>()),
             max_runtime_ms in proptest::option::of(0u64..1 << 40),
+            kill_after_ms in proptest::option::of(0u64..1 << 40),
+            evicted in proptest::option::of(
+                (any::<u128>(), any::<u32>(), proptest::option::of(".{0,40}"), 0u64..1 << 40)
+            ),
         ) -> OwnerRecord {
             OwnerRecord {
                 pid, hostname, boot_id, pid_namespace, start_time,
@@ -689,6 +791,10 @@ mod tests {
                     if c { HeartbeatSource::Command } else { HeartbeatSource::Wrapper }
                 }),
                 max_runtime_ms,
+                kill_after_ms,
+                evicted: evicted.map(|(token, pid, job, silent_ms)| Box::new(Evicted {
+                    token: Uuid::from_u128(token), pid, job, silent_ms,
+                })),
             }
         }
     }

@@ -4,6 +4,7 @@ mod support;
 
 mod content;
 mod contention;
+mod evict;
 mod faults;
 mod fuzz_bodies;
 mod fuzz_corpus;

@@ -163,6 +163,9 @@ pub(crate) struct ProcStat {
     /// (state Z or X), or a process past the point where the kernel closed
     /// its files (flag PF_EXITING), whose locks are gone.
     pub(crate) exited: bool,
+    /// Field 4: the parent's PID (0 when the parent is outside our PID
+    /// namespace).
+    pub(crate) parent: u32,
     /// Field 22: the start time in clock ticks since boot.
     pub(crate) start_time: u64,
 }

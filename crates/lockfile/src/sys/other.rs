@@ -101,3 +101,49 @@ pub(crate) fn process_holds(_pid: u32, _dev: u64, _ino: u64) -> bool {
 pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
     super::poll_until(file, deadline)
 }
+
+/// Why eviction is refused here: stopping a process safely takes a handle
+/// on it that a reused PID cannot redirect, and only Linux has one (pidfds).
+/// Signalling by PID could hit an unrelated process that reused the number.
+pub(crate) const EVICTION_UNSUPPORTED: Option<&str> = Some(
+    "stopping another process safely needs pidfds, which only Linux has; signalling by PID could hit a process that reused it",
+);
+
+/// No pidfd can exist here: eviction is refused (see
+/// [`EVICTION_UNSUPPORTED`]) before any process is looked at.
+#[derive(Debug)]
+pub(crate) enum Pidfd {}
+
+impl Pidfd {
+    pub(crate) fn open(_pid: u32) -> io::Result<Pidfd> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        match *self {}
+    }
+
+    pub(crate) fn signal(&self, _signal: i32) -> io::Result<()> {
+        match *self {}
+    }
+
+    pub(crate) fn has_exited(&self) -> bool {
+        match *self {}
+    }
+}
+
+pub(crate) fn wait_exited(pidfds: &[&Pidfd], _until: Instant) -> Vec<bool> {
+    vec![true; pidfds.len()]
+}
+
+pub(crate) fn process_table() -> Vec<(u32, ProcStat)> {
+    Vec::new()
+}
+
+pub(crate) fn process_uids(_pid: u32) -> Option<(u32, u32)> {
+    None
+}
+
+pub(crate) fn descriptors_readable(_pid: u32) -> bool {
+    false
+}

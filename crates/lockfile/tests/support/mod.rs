@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use lockfile::{LockGuard, LockOptions};
+use lockfile::{HeartbeatSource, LockGuard, LockOptions};
 
 /// The environment variable that turns this test binary into a child holder.
 const CHILD_ENV: &str = "LOCKFILE_TEST_CHILD";
@@ -69,6 +69,51 @@ impl ChildHolder {
         let mut holder = ChildHolder::spawn(&format!("hold\t{}\t{job}", path.display()));
         let line = holder.expect_line("ready ");
         (holder, line.trim_start_matches("ready ").to_owned())
+    }
+
+    /// Spawns a child holding the lock at `path` that promised a heartbeat
+    /// every `interval_ms` kept by `source` (`none`, `wrapper` or
+    /// `command`) and never beats; with `tree`, a setsid'ed process that
+    /// ignores SIGTERM also holds it. Returns the child, the token it wrote
+    /// and the tree process's PID (0 without one).
+    pub(crate) fn hold_silent(
+        path: &Path,
+        interval_ms: u64,
+        source: &str,
+        kill_after_ms: Option<u64>,
+        tree: bool,
+    ) -> (ChildHolder, String, u32) {
+        ChildHolder::hold_silent_under(&[], path, interval_ms, source, kill_after_ms, tree)
+    }
+
+    /// [`ChildHolder::hold_silent`] under a wrapper command.
+    pub(crate) fn hold_silent_under(
+        wrapper: &[&str],
+        path: &Path,
+        interval_ms: u64,
+        source: &str,
+        kill_after_ms: Option<u64>,
+        tree: bool,
+    ) -> (ChildHolder, String, u32) {
+        let kill_after = kill_after_ms.map_or("-".to_owned(), |ms| ms.to_string());
+        let tree = if tree { "tree" } else { "alone" };
+        let mut holder = ChildHolder::spawn_under(
+            wrapper,
+            &format!(
+                "hold-silent\t{}\tsilent\t{interval_ms}\t{source}\t{kill_after}\t{tree}",
+                path.display()
+            ),
+        );
+        let line = holder.expect_line("ready ");
+        let mut words = line.split(' ').skip(1);
+        let token = words.next().unwrap().to_owned();
+        let tree_pid = words.next().unwrap().parse().unwrap();
+        (holder, token, tree_pid)
+    }
+
+    /// Whether the child is still running (not exited, not yet reaped).
+    pub(crate) fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     /// Reads stdout until a line starting with `prefix`.
@@ -139,6 +184,71 @@ fn run_child(action: &str) -> i32 {
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }
+        }
+        // Take the lock promising a heartbeat every `interval_ms` (kept by
+        // `source`: `none` for the library holder itself, `wrapper` or
+        // `command`), and never beat. With `tree`, also start a process
+        // that calls setsid, ignores SIGTERM and inherits the lock. Say
+        // "ready TOKEN TREE_PID" (0 without a tree) and hang until stopped.
+        [
+            "hold-silent",
+            path,
+            job,
+            interval_ms,
+            source,
+            kill_after_ms,
+            tree,
+        ] => {
+            let mut opts = LockOptions::new();
+            opts.job(*job)
+                .heartbeat_interval(Duration::from_millis(interval_ms.parse().unwrap()));
+            match *source {
+                "wrapper" => {
+                    opts.heartbeat_source(HeartbeatSource::Wrapper);
+                }
+                "command" => {
+                    opts.heartbeat_source(HeartbeatSource::Command);
+                }
+                _ => {}
+            }
+            if let Ok(ms) = kill_after_ms.parse() {
+                opts.kill_after(Duration::from_millis(ms));
+            }
+            let mut guard = opts.acquire(path).expect("child acquire");
+            let tree_pid = if *tree == "tree" {
+                // The descriptor without close-on-exec: the sleep inherits
+                // the lock. `trap ""` leaves SIGTERM ignored across exec.
+                let shared = guard.share_with_children().unwrap();
+                // Never waited for: it is to outlive this process, as a
+                // leftover of a hung run does, until the eviction stops it.
+                #[allow(clippy::zombie_processes)]
+                let sleep = Command::new("sh")
+                    .args(["-c", "trap '' TERM; exec setsid sleep 60"])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("spawn setsid sleep");
+                drop(shared);
+                sleep.id()
+            } else {
+                0
+            };
+            println!("ready {} {tree_pid}", guard.record().token);
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        // Try once with eviction after `evict_after_ms` and describe the
+        // outcome on stdout.
+        ["try-evict", path, evict_after_ms] => {
+            match LockOptions::new()
+                .evict_after(Duration::from_millis(evict_after_ms.parse().unwrap()))
+                .kill_after(Duration::from_millis(200))
+                .try_acquire(path)
+            {
+                Ok(guard) => println!("outcome acquired evicted={}", guard.evicted().is_some()),
+                Err(e) => println!("outcome error {:?} | {e}", e.not_evicted()),
+            }
+            0
         }
         // Try once and describe the outcome on stdout.
         ["try-acquire", path] => {

@@ -5,6 +5,8 @@
 mod identity;
 mod lock_line;
 mod lock_table;
+mod pidfd;
+mod process_tree;
 mod process_walk;
 mod procfs;
 mod wait_timer;
@@ -12,7 +14,13 @@ mod wait_timer;
 pub(super) use identity::{filesystem_type, noatime_flag};
 pub(crate) use identity::{identity_at, identity_of};
 pub(crate) use lock_table::KernelLocks;
+pub(crate) use pidfd::{Pidfd, wait_exited};
+pub(crate) use process_tree::{descriptors_readable, process_table, process_uids};
 pub(crate) use process_walk::{process_hold_access, process_holds, processes_holding};
 pub(super) use procfs::{boot_id, own_start_time};
 pub(crate) use procfs::{command_name, innermost_pid, pid_namespace, process_stat};
 pub(crate) use wait_timer::lock_until;
+
+/// Eviction needs pidfds; Linux has them (from 5.3: an older kernel says so
+/// when one is opened).
+pub(crate) const EVICTION_UNSUPPORTED: Option<&str> = None;

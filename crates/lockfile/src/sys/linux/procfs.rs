@@ -64,6 +64,7 @@ fn stat_from(path: &str) -> Option<ProcStat> {
     let flags: u64 = fields.get(6)?.parse().ok()?;
     Some(ProcStat {
         exited: matches!(*state, "Z" | "X") || flags & PF_EXITING != 0,
+        parent: fields.get(1)?.parse().ok()?,
         start_time: fields.get(19)?.parse().ok()?,
     })
 }
@@ -92,6 +93,7 @@ mod tests {
         let pid = std::process::id();
         let stat = process_stat(pid).unwrap();
         assert!(!stat.exited);
+        assert_eq!(stat.parent, std::os::unix::process::parent_id());
         assert_eq!(Some(stat.start_time), own_start_time());
         assert_eq!(innermost_pid(pid), Some(pid));
         assert_eq!(pid_namespace(Some(pid)), pid_namespace(None));

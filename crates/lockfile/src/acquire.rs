@@ -1,9 +1,10 @@
 //! Taking a lock: open, lock, check the file's identity, then write the owner
 //! record when the file is ours to write.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,13 +12,26 @@ use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
 use crate::record::{self, LockDocument, peek};
-use crate::{Error, LockOptions, OwnerRecord, Result, sys};
+use crate::sys::{self, LockMode};
+use crate::{Error, LockOptions, OwnerRecord, Result};
 
 /// How long an acquire may wait for a held lock.
 pub(crate) enum Wait {
     No,
     Forever,
     Until(Instant),
+}
+
+impl Wait {
+    /// The wait that [`LockOptions::timeout`] asks of a blocking acquire.
+    pub(crate) fn for_timeout(opts: &LockOptions) -> Wait {
+        match opts.timeout {
+            None => Wait::Forever,
+            Some(t) => Instant::now()
+                .checked_add(t)
+                .map_or(Wait::Forever, Wait::Until),
+        }
+    }
 }
 
 /// How a lock file was opened.
@@ -42,13 +56,7 @@ impl LockOptions {
     /// or written, for example [`Error::Symlink`](crate::Error::Symlink) or
     /// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound).
     pub fn acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
-        let wait = match self.timeout {
-            None => Wait::Forever,
-            Some(t) => Instant::now()
-                .checked_add(t)
-                .map_or(Wait::Forever, Wait::Until),
-        };
-        lock(self, path.as_ref(), wait)
+        lock(self, path.as_ref(), Wait::for_timeout(self))
     }
 
     /// Takes the lock at `path` if nobody holds it, without waiting.
@@ -118,13 +126,16 @@ impl LockGuard {
 
 fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
+    let mode = opts.lock_mode();
     // Set once the file turned out to hold someone else's content: it is then
     // locked through a read-only descriptor, since Linux refuses to execute a
     // file that anyone holds open for writing (a script that locks itself).
     let mut read_only = false;
     loop {
         let (file, id, access) = open_lock_file(path, opts, read_only)?;
-        take_kernel_lock(path, &file, &wait, started)?;
+        take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
+            holder_record(&file, mode)
+        })?;
         // Re-check the inode: the path may have been unlinked (by reap, or a
         // release that removes) or replaced while we waited. A lock on a file
         // that no longer has this name excludes nobody.
@@ -133,6 +144,11 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             Ok(_) => continue,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
+        }
+        // A shared lock never writes a record (many hold it at once): it
+        // need not know what is inside.
+        if mode == LockMode::Shared {
+            return Ok(without_record(opts, path, file, NoRecord::Shared, started));
         }
         let mut small = [0u8; record::SMALL_READ];
         let previous = match record::read_content(&file, &mut small) {
@@ -149,49 +165,76 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             (true, Access::ReadWrite) => {
                 // Let go and lock it again read-only. Someone may take it in
                 // between: then it is theirs, as if they had come first.
-                let _ = file.unlock();
+                let _ = sys::unlock(file.as_fd());
                 read_only = true;
                 continue;
             }
             (false, Access::ReadOnly) if read_only => {
                 // No longer foreign (emptied meanwhile): ours to write after all.
-                let _ = file.unlock();
+                let _ = sys::unlock(file.as_fd());
                 read_only = false;
                 continue;
             }
-            (true, Access::ReadOnly) => Some(NoRecord::ForeignContent),
-            (false, Access::ReadOnly) => Some(NoRecord::ReadOnly),
-            (false, Access::ReadWrite) => None,
-        };
-        let (doc, written_len) = match no_record {
-            None => match write_record(opts, path, &file, &previous, started) {
-                Ok(written) => written,
-                Err(e) => return Err(unlocked(&file, e)),
-            },
-            Some(reason) => {
-                let doc = LockDocument::new(owner(opts), None, None);
-                tracing::info!(
-                    name: "lock_acquired",
-                    event = "lock_acquired",
-                    path = %path.display(),
-                    pid = doc.owner.pid,
-                    token = %doc.owner.token,
-                    job = doc.owner.job.as_deref().unwrap_or(""),
-                    waited_ms = started.elapsed().as_millis() as u64,
-                    no_record = reason.as_str(),
-                );
-                (doc, 0)
+            (true, Access::ReadOnly) => NoRecord::ForeignContent,
+            (false, Access::ReadOnly) => NoRecord::ReadOnly,
+            (false, Access::ReadWrite) => {
+                let (doc, written_len) =
+                    match write_record(owner(opts), path, &file, &previous, started) {
+                        Ok(written) => written,
+                        Err(e) => return Err(unlocked(&file, e)),
+                    };
+                return Ok(LockGuard::new(
+                    file,
+                    path.to_path_buf(),
+                    doc,
+                    None,
+                    written_len,
+                    opts.remove_on_release,
+                ));
             }
         };
-        return Ok(LockGuard::new(
-            file,
-            path.to_path_buf(),
-            doc,
-            no_record,
-            written_len,
-            opts.remove_on_release,
-        ));
+        return Ok(without_record(opts, path, file, no_record, started));
     }
+}
+
+/// The guard of a lock whose file takes no record: who we are, written
+/// nowhere.
+fn without_record(
+    opts: &LockOptions,
+    path: &Path,
+    file: File,
+    reason: NoRecord,
+    started: Instant,
+) -> LockGuard {
+    let doc = LockDocument::new(owner(opts), None, None);
+    acquired_without_record(path, &doc.owner, reason, started);
+    LockGuard::new(
+        file,
+        path.to_path_buf(),
+        doc,
+        Some(reason),
+        0,
+        opts.remove_on_release,
+    )
+}
+
+/// Emits `lock_acquired` for a lock that carries no record.
+pub(crate) fn acquired_without_record(
+    path: &Path,
+    owner: &OwnerRecord,
+    reason: NoRecord,
+    started: Instant,
+) {
+    tracing::info!(
+        name: "lock_acquired",
+        event = "lock_acquired",
+        path = %path.display(),
+        pid = owner.pid,
+        token = %owner.token,
+        job = owner.job.as_deref().unwrap_or(""),
+        waited_ms = started.elapsed().as_millis() as u64,
+        no_record = reason.as_str(),
+    );
 }
 
 /// No lock without a record is left behind by a failed acquire. Unlock
@@ -199,79 +242,113 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
 /// descriptor until its exec, and closing alone would leave the lock held
 /// until then.
 fn unlocked(file: &File, e: Error) -> Error {
-    let _ = file.unlock();
+    let _ = sys::unlock(file.as_fd());
     e
 }
 
-/// Takes the kernel lock on `file` as `wait` allows.
-fn take_kernel_lock(path: &Path, file: &File, wait: &Wait, started: Instant) -> Result<()> {
+/// Takes the kernel lock on the open file `fd` refers to, in `mode`, as
+/// `wait` allows. `holder` reads the record to name in a contention error.
+pub(crate) fn take_kernel_lock(
+    path: &Path,
+    fd: BorrowedFd<'_>,
+    mode: LockMode,
+    wait: &Wait,
+    started: Instant,
+    holder: &dyn Fn() -> Option<Box<OwnerRecord>>,
+) -> Result<()> {
     let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(TryLockError::Error(e)) => Err(lock_err(e)),
-        Err(TryLockError::WouldBlock) => match wait {
-            Wait::No => Err(contended(path, file)),
-            Wait::Forever => {
-                report_contention(path, file);
-                loop {
-                    match file.lock() {
-                        Ok(()) => return Ok(()),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(lock_err(e)),
-                    }
-                }
-            }
-            Wait::Until(deadline) => {
-                report_contention(path, file);
-                if sys::lock_until(file, *deadline).map_err(lock_err)? {
-                    Ok(())
-                } else {
-                    Err(Error::Timeout {
-                        path: path.to_path_buf(),
-                        waited: started.elapsed(),
-                        owner: read_owner(file),
-                    })
-                }
-            }
-        },
+    if sys::try_lock(fd, mode).map_err(lock_err)? {
+        return Ok(());
     }
+    match wait {
+        Wait::No => Err(contended(path, holder())),
+        Wait::Forever => {
+            report_contention(path, holder);
+            sys::lock(fd, mode).map_err(lock_err)
+        }
+        Wait::Until(deadline) => {
+            report_contention(path, holder);
+            if sys::lock_until(fd, mode, *deadline).map_err(lock_err)? {
+                Ok(())
+            } else {
+                Err(Error::Timeout {
+                    path: path.to_path_buf(),
+                    waited: started.elapsed(),
+                    owner: holder(),
+                })
+            }
+        }
+    }
+}
+
+/// The record of whoever holds the lock that a `mode` request on `file` did
+/// not get, for the error. Shared holders keep no record: a record in a file
+/// they hold is an earlier holder's, and naming it would blame the wrong
+/// process.
+pub(crate) fn holder_record(file: &File, mode: LockMode) -> Option<Box<OwnerRecord>> {
+    if mode == LockMode::Exclusive && sys::held_shared(file) {
+        return None;
+    }
+    read_owner(file)
 }
 
 /// Opens (creating if needed) the lock file without following a symlink and
 /// without blocking on a FIFO, and refuses anything but a regular file.
 ///
 /// The file is opened for reading and writing, so that a record can be
-/// written, unless `read_only` asks otherwise. A file that may not be written
-/// (its mode, a read-only mount, a running executable) is opened read-only
-/// when the options allow a lock without a record, as flock(1) opens every
-/// file.
+/// written, unless `read_only` asks otherwise or the lock is shared (which
+/// writes nothing). A file that may not be written (its mode, a read-only
+/// mount, a running executable) is opened read-only when the options allow a
+/// lock without a record, as flock(1) opens every file.
 fn open_lock_file(
     path: &Path,
     opts: &LockOptions,
     read_only: bool,
 ) -> Result<(File, sys::Identity, Access)> {
-    let open = |access: Access| {
+    let open = |access: Access, create: bool| {
         sys::open_noatime(path, |path, extra| {
-            OpenOptions::new()
-                .read(true)
-                .write(access == Access::ReadWrite)
-                .create(access == Access::ReadWrite)
-                .mode(opts.mode)
-                // std adds O_CLOEXEC. O_NONBLOCK: opening a FIFO must not hang.
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | extra)
-                .open(path)
+            use rustix::fs::OFlags;
+            // O_NONBLOCK: opening a FIFO must not hang.
+            let mut flags = OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC
+                | OFlags::from_bits_retain(extra as _);
+            flags |= match access {
+                Access::ReadWrite => OFlags::RDWR,
+                Access::ReadOnly => OFlags::RDONLY,
+            };
+            if create {
+                flags |= OFlags::CREATE;
+            }
+            let mode = rustix::fs::Mode::from_raw_mode(opts.mode as rustix::fs::RawMode);
+            rustix::fs::open(path, flags, mode)
+                .map(File::from)
+                .map_err(io::Error::from)
         })
     };
-    let opened = if read_only {
-        open(Access::ReadOnly).map(|file| (file, Access::ReadOnly))
+    // Opening without creating a file we may not write. When that fails too
+    // (not even readable, or missing and not creatable) the first refusal
+    // says why.
+    let read_only_after = |first: io::Error| {
+        open(Access::ReadOnly, false)
+            .map(|file| (file, Access::ReadOnly))
+            .map_err(|_| first)
+    };
+    let opened = if opts.shared && !read_only {
+        // A shared lock writes nothing, so reading is all it needs; like
+        // flock(1), it creates a missing file.
+        match open(Access::ReadOnly, true) {
+            Ok(file) => Ok((file, Access::ReadOnly)),
+            Err(e) if may_not_write(&e) => read_only_after(e),
+            Err(e) => Err(e),
+        }
+    } else if read_only {
+        open(Access::ReadOnly, false).map(|file| (file, Access::ReadOnly))
     } else {
-        match open(Access::ReadWrite) {
+        match open(Access::ReadWrite, true) {
             Ok(file) => Ok((file, Access::ReadWrite)),
-            Err(e) if opts.record_optional && may_not_write(&e) => open(Access::ReadOnly)
-                .map(|file| (file, Access::ReadOnly))
-                // Not even readable (or missing, and not creatable): the
-                // first refusal says why.
-                .map_err(|_| e),
+            Err(e) if opts.record_optional && may_not_write(&e) => read_only_after(e),
             Err(e) => Err(e),
         }
     };
@@ -288,7 +365,7 @@ fn open_lock_file(
 }
 
 /// Whether opening for writing failed only because writing is not allowed.
-fn may_not_write(e: &io::Error) -> bool {
+pub(crate) fn may_not_write(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY)
@@ -323,14 +400,13 @@ fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
 
 /// Emits `lock_contended` before a wait, reading the holder's record only
 /// when someone listens.
-fn report_contention(path: &Path, file: &File) {
+fn report_contention(path: &Path, holder: &dyn Fn() -> Option<Box<OwnerRecord>>) {
     if tracing::enabled!(tracing::Level::INFO) {
-        let _ = contended(path, file);
+        let _ = contended(path, holder());
     }
 }
 
-fn contended(path: &Path, file: &File) -> Error {
-    let owner = read_owner(file);
+fn contended(path: &Path, owner: Option<Box<OwnerRecord>>) -> Error {
     if let Some(o) = &owner {
         tracing::info!(
             name: "lock_contended",
@@ -350,17 +426,17 @@ fn contended(path: &Path, file: &File) -> Error {
 }
 
 /// This process's record, with the promises the options make.
-fn owner(opts: &LockOptions) -> OwnerRecord {
+pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     owner.heartbeat_source = opts.heartbeat_source;
     owner.max_runtime_ms = opts.max_runtime.map(crate::record::millis);
     owner
 }
 
-/// Writes our record over the previous one of ours, carrying its history
-/// (last success, last run) along. Returns it and its length.
-fn write_record(
-    opts: &LockOptions,
+/// Writes `owner`'s record over the previous one of ours, carrying its
+/// history (last success, last run) along. Returns it and its length.
+pub(crate) fn write_record(
+    owner: OwnerRecord,
     path: &Path,
     file: &File,
     previous: &[u8],
@@ -380,7 +456,7 @@ fn write_record(
     let dead_owner = previous_doc
         .filter(|doc| !doc.released)
         .map(|doc| doc.owner);
-    let doc = LockDocument::new(owner(opts), last_success, last_run);
+    let doc = LockDocument::new(owner, last_success, last_run);
     let mut buf = Vec::with_capacity(512);
     doc.encode_into(&mut buf);
     file.write_all_at(&buf, 0).map_err(write_err)?;

@@ -72,6 +72,12 @@ impl fmt::Display for Content {
 
 /// Why a held lock carries no owner record, by design rather than by
 /// accident.
+///
+/// When several reasons apply, the first of this order is given, both by a
+/// guard and by `inspect`: [`Shared`](NoRecord::Shared) (a shared lock never
+/// writes one, whatever the file holds), then
+/// [`ForeignContent`](NoRecord::ForeignContent) and
+/// [`ReadOnly`](NoRecord::ReadOnly).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -82,14 +88,19 @@ pub enum NoRecord {
     /// mount, an executable that is running), and locked it read-only, as
     /// flock(1) does.
     ReadOnly,
+    /// The lock is held shared (`LOCK_SH`, flock(1)'s `-s`), by any number of
+    /// processes at once, none of which writes a record.
+    Shared,
 }
 
 impl NoRecord {
-    /// The name `inspect --json` prints: `foreign_content` or `read_only`.
+    /// The name `inspect --json` prints: `foreign_content`, `read_only` or
+    /// `shared`.
     pub fn as_str(self) -> &'static str {
         match self {
             NoRecord::ForeignContent => "foreign_content",
             NoRecord::ReadOnly => "read_only",
+            NoRecord::Shared => "shared",
         }
     }
 }
@@ -99,6 +110,26 @@ impl fmt::Display for NoRecord {
         f.write_str(match self {
             NoRecord::ForeignContent => "the file holds content that is not ours",
             NoRecord::ReadOnly => "its holders locked it read-only",
+            NoRecord::Shared => "its holders hold it shared",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_record_names_match_their_json() {
+        for why in [
+            NoRecord::ForeignContent,
+            NoRecord::ReadOnly,
+            NoRecord::Shared,
+        ] {
+            assert_eq!(
+                serde_json::to_value(why).unwrap(),
+                serde_json::Value::from(why.as_str())
+            );
+        }
     }
 }

@@ -64,6 +64,8 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
         /// The holder's owner record, when the file held a readable one.
+        /// `None` when the holders hold the lock shared: they keep no record,
+        /// and one left in the file is an earlier holder's.
         owner: Option<Box<OwnerRecord>>,
     },
     /// A bounded wait ended before the lock came free.
@@ -78,7 +80,8 @@ pub enum Error {
         path: PathBuf,
         /// How long the call waited.
         waited: Duration,
-        /// The holder's owner record at the moment the wait ended, when readable.
+        /// The holder's owner record at the moment the wait ended, when
+        /// readable (`None` against shared holders, as for `Contended`).
         owner: Option<Box<OwnerRecord>>,
     },
     /// The directory that should contain the lock file does not exist.

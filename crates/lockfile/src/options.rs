@@ -32,6 +32,7 @@ pub struct LockOptions {
     pub(crate) mode: u32,
     pub(crate) remove_on_release: bool,
     pub(crate) record_optional: bool,
+    pub(crate) shared: bool,
     pub(crate) heartbeat_source: Option<HeartbeatSource>,
     pub(crate) max_runtime: Option<Duration>,
 }
@@ -52,6 +53,7 @@ impl LockOptions {
             mode: 0o644,
             remove_on_release: false,
             record_optional: false,
+            shared: false,
             heartbeat_source: None,
             max_runtime: None,
         }
@@ -158,9 +160,9 @@ impl LockOptions {
     ///   mount), which is locked read-only, as flock(1) locks every file.
     ///
     /// Exclusion is the same either way: the kernel lock does not care how
-    /// the file was opened. What is lost is what the record gives: `inspect`
-    /// names the holder from the kernel's table but has no job, token or
-    /// heartbeat to show, and no success is recorded.
+    /// the file was opened. What is lost is what the record gives: `inspect` names the
+    /// holder from the kernel's table but has no job, token or heartbeat to
+    /// show, and no success is recorded.
     /// [`LockGuard::no_record`](crate::LockGuard::no_record) says which case applies.
     ///
     /// Default: false. Such files fail with
@@ -171,5 +173,60 @@ impl LockOptions {
     pub fn record_optional(&mut self, optional: bool) -> &mut Self {
         self.record_optional = optional;
         self
+    }
+
+    /// Whether the lock is shared (`LOCK_SH`, flock(1)'s `-s`) rather than
+    /// exclusive.
+    ///
+    /// Any number of shared holders hold the lock together, and together they
+    /// exclude every exclusive holder (ours, flock(1)'s `-x`, std's
+    /// [`File::lock`](std::fs::File::lock)), which in turn excludes them.
+    /// That is a readers-writer lock: readers of a resource take it shared, the
+    /// one writer exclusive.
+    ///
+    /// A shared lock never writes a record: with many holders at once, there
+    /// is no one owner to name. The file is opened read-only (created, empty,
+    /// when missing) and left exactly as it is, whatever it holds, so
+    /// [`record_optional`](Self::record_optional) is not needed for content
+    /// that is not ours. The guard says [`NoRecord::Shared`](crate::NoRecord::Shared), and `inspect`
+    /// lists every holder from the kernel's table, with
+    /// [`no_record`](crate::LockReport::no_record) `Shared` and no finding
+    /// against an older record left in the file.
+    ///
+    /// A shared request against an exclusive holder, and an exclusive request
+    /// against shared holders, fail with
+    /// [`Error::Contended`](crate::Error::Contended) (or wait, as
+    /// [`acquire`](Self::acquire) does). Shared holders have no record, so
+    /// the error against them carries no owner.
+    ///
+    /// Default: false, an exclusive lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfile::{LockOptions, NoRecord};
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("cache.lock");
+    /// let reader = LockOptions::new().shared(true).try_acquire(&path)?;
+    /// let other_reader = LockOptions::new().shared(true).try_acquire(&path)?;
+    /// assert_eq!(reader.no_record(), Some(NoRecord::Shared));
+    /// // The writer waits for both readers.
+    /// assert!(LockOptions::new().try_acquire(&path).unwrap_err().is_contended());
+    /// # drop((reader, other_reader));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shared(&mut self, shared: bool) -> &mut Self {
+        self.shared = shared;
+        self
+    }
+
+    pub(crate) fn lock_mode(&self) -> crate::sys::LockMode {
+        if self.shared {
+            crate::sys::LockMode::Shared
+        } else {
+            crate::sys::LockMode::Exclusive
+        }
     }
 }

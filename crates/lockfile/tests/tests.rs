@@ -13,6 +13,7 @@ mod interop;
 mod model;
 mod races;
 mod reap;
+mod shared;
 mod silence;
 
 /// Not a test: the entry point of child processes spawned by the tests

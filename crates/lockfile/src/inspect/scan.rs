@@ -16,7 +16,7 @@ use super::report::{LockReport, LockState};
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
-use crate::sys::{self, KernelHold, KernelLocks, ProcessIdentity};
+use crate::sys::{self, KernelHold, KernelLocks, LockMode, ProcessIdentity};
 use crate::{Error, OwnerRecord, Result};
 
 /// State shared by every file of one inspection: the options, the kernel's
@@ -89,6 +89,7 @@ fn empty_report(path: &Path) -> LockReport {
         owner: None,
         released: false,
         holders: Vec::new(),
+        shared: false,
         age: None,
         heartbeat_age: None,
         last_success: None,
@@ -133,8 +134,9 @@ impl Scan<'_> {
             return Ok(Verdict::Moving);
         };
         report.state = state(&hold, sample.doc.as_ref(), sample.content_error.as_ref());
-        if let KernelHold::Held(pids) = &hold {
+        if let KernelHold::Held { pids, shared } = &hold {
             report.holders = holders(pids, sample.dev, sample.ino);
+            report.shared = *shared;
         }
         self.findings(file, sample, liveness, report);
         Ok(Verdict::Settled)
@@ -198,9 +200,14 @@ impl Scan<'_> {
         // the owner took it after the table was read (for a directory, the
         // table is as old as the scan). The owner's own descriptors settle it
         // when we may look at them.
-        if matches!(liveness, Some(Liveness::Alive)) && sys::process_holds(doc.owner.pid, dev, ino)
-        {
-            Some(KernelHold::Held(vec![i64::from(doc.owner.pid)]))
+        let owner_hold = matches!(liveness, Some(Liveness::Alive))
+            .then(|| sys::process_hold(doc.owner.pid, dev, ino))
+            .flatten();
+        if let Some(owner_hold) = owner_hold {
+            Some(KernelHold::Held {
+                pids: vec![i64::from(doc.owner.pid)],
+                shared: owner_hold.mode == LockMode::Shared,
+            })
         } else if !last_attempt && self.changed_since_read(file, sample.len) {
             // Or the owner released (or released and took it again) since we
             // read the record.
@@ -229,7 +236,8 @@ impl Scan<'_> {
             report.last_success = doc.last_success;
             report.last_run = doc.last_run.as_deref().cloned();
             // A record that the holders could not have written (they hold
-            // the file read-only) is history, no evidence against them.
+            // the file read-only, or shared) is history, no evidence against
+            // them.
             if !doc.released && report.no_record.is_none() {
                 report.age = Some(doc.owner.age(self.now));
                 report.heartbeat_age = report
@@ -262,9 +270,10 @@ impl Scan<'_> {
     }
 
     /// Why the file carries no record of its holders, when that is by design:
-    /// its content is not ours, or every holder holds it read-only (flock(1),
-    /// or `lockfile run` on a file it may not write) and so could not have
-    /// written the record in the file, if any.
+    /// they hold it shared, its content is not ours, or every holder holds it
+    /// read-only (flock(1), or `lockfile run` on a file it may not write)
+    /// and so could not have written the record in the file, if any. In the
+    /// order [`NoRecord`] documents.
     fn no_record(
         &self,
         doc: Option<&LockDocument>,
@@ -272,6 +281,9 @@ impl Scan<'_> {
         dev: u64,
         ino: u64,
     ) -> Option<NoRecord> {
+        if report.state == LockState::Held && report.shared {
+            return Some(NoRecord::Shared);
+        }
         if report.content == Some(Content::Foreign) {
             return Some(NoRecord::ForeignContent);
         }
@@ -285,10 +297,10 @@ impl Scan<'_> {
                     .iter()
                     .any(|h| holder_is_owner(h.pid, &d.owner, &self.me))
         });
-        let read_only = report
-            .holders
-            .iter()
-            .all(|h| sys::process_hold_access(h.pid, dev, ino) == Some(sys::HoldAccess::ReadOnly));
+        let read_only = report.holders.iter().all(|h| {
+            sys::process_hold(h.pid, dev, ino).map(|hold| hold.access)
+                == Some(sys::HoldAccess::ReadOnly)
+        });
         (!owner_holds && read_only).then_some(NoRecord::ReadOnly)
     }
 
@@ -396,7 +408,7 @@ fn state(
     content_error: Option<&DecodeError>,
 ) -> LockState {
     match (hold, doc, content_error) {
-        (KernelHold::Held(_), _, _) => LockState::Held,
+        (KernelHold::Held { .. }, _, _) => LockState::Held,
         (KernelHold::Free, Some(doc), _) if doc.released => LockState::Free,
         (KernelHold::Free, Some(_), _) => LockState::Stale,
         (KernelHold::Free, None, Some(DecodeError::Empty)) => LockState::Free,

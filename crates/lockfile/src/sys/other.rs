@@ -3,9 +3,10 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 use std::time::Instant;
 
-use super::{KernelHold, ProcStat};
+use super::{KernelHold, LockMode, ProcStat};
 
 pub(super) fn boot_id() -> Option<String> {
     None
@@ -60,8 +61,10 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity>
 }
 
 /// Without `/proc/locks` the only way to learn whether a file is locked is to
-/// probe it with a shared, non-blocking lock. The probe lasts microseconds,
-/// but a `try_acquire` in that window reports contention.
+/// probe it with non-blocking locks: a shared one (which fails only against an
+/// exclusive holder), then an exclusive one (which fails against shared
+/// holders too). Each probe lasts microseconds, but a `try_acquire` in that
+/// window reports contention.
 #[derive(Debug, Default)]
 pub(crate) struct KernelLocks;
 
@@ -76,28 +79,46 @@ impl KernelLocks {
     }
 
     pub(crate) fn hold(&self, file: &File, _dev: u64, _ino: u64) -> KernelHold {
-        match file.try_lock_shared() {
-            Ok(()) => {
-                let _ = file.unlock();
-                KernelHold::Free
+        let probe = |mode| super::try_lock(file.as_fd(), mode).unwrap_or(false);
+        if !probe(LockMode::Shared) {
+            return KernelHold::Held {
+                pids: Vec::new(),
+                shared: false,
+            };
+        }
+        // Converting our shared probe into an exclusive one: it fails only
+        // when others hold the lock shared.
+        let free = probe(LockMode::Exclusive);
+        let _ = super::unlock(file.as_fd());
+        if free {
+            KernelHold::Free
+        } else {
+            KernelHold::Held {
+                pids: Vec::new(),
+                shared: true,
             }
-            Err(_) => KernelHold::Held(Vec::new()),
         }
     }
+}
+
+/// Without the lock table, whether others hold a lock shared is unknown (a
+/// probe could tell, but would take the lock for a moment on the hot path).
+pub(crate) fn held_shared(_file: &File) -> bool {
+    false
 }
 
 pub(crate) fn processes_holding(_dev: u64, _ino: u64) -> Vec<u32> {
     Vec::new()
 }
 
-pub(crate) fn process_hold_access(_pid: u32, _dev: u64, _ino: u64) -> Option<super::HoldAccess> {
+pub(crate) fn process_hold(_pid: u32, _dev: u64, _ino: u64) -> Option<super::ProcessHold> {
     None
 }
 
-pub(crate) fn process_holds(_pid: u32, _dev: u64, _ino: u64) -> bool {
-    false
-}
-
-pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
-    super::poll_until(file, deadline)
+pub(crate) fn lock_until(
+    fd: std::os::fd::BorrowedFd<'_>,
+    mode: super::LockMode,
+    deadline: Instant,
+) -> io::Result<bool> {
+    super::poll_until(fd, mode, deadline)
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
@@ -291,4 +292,66 @@ pub(crate) fn require_flock() {
 pub(crate) fn assert_acquirable(path: &Path) {
     let guard = LockGuard::try_acquire(path).expect("lock should be free");
     guard.release().unwrap();
+}
+
+/// Waits up to 20 s for `cond`, then fails naming `what`.
+pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs util-linux flock(1) with `args` and returns its exit code.
+pub(crate) fn flock_status(args: &[&std::ffi::OsStr]) -> i32 {
+    Command::new("flock")
+        .args(args)
+        .status()
+        .expect("run flock(1)")
+        .code()
+        .unwrap_or(-1)
+}
+
+/// util-linux flock(1) holding a lock (`flock OPTIONS PATH sleep 60`) in a
+/// process group of its own, killed with everything in it when dropped.
+pub(crate) struct FlockHolder {
+    child: Child,
+}
+
+impl FlockHolder {
+    /// Starts `flock OPTIONS PATH sleep 60` and waits until `inspect` names
+    /// it among the holders of `path`.
+    pub(crate) fn start(options: &[&str], path: &Path) -> FlockHolder {
+        require_flock();
+        let mut child = Command::new("flock")
+            .args(options)
+            .arg(path)
+            .args(["sleep", "60"])
+            .process_group(0)
+            .spawn()
+            .expect("run flock(1)");
+        let pid = child.id();
+        eventually("flock(1) to take the lock", || {
+            assert!(child.try_wait().unwrap().is_none(), "flock(1) exited early");
+            lockfile::inspect(path).is_ok_and(|r| r.holders.iter().any(|h| h.pid == pid))
+        });
+        FlockHolder { child }
+    }
+
+    /// The PID of flock(1) itself (its `sleep` is another process).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for FlockHolder {
+    fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = self.child.wait();
+    }
 }

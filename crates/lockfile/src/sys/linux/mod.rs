@@ -11,8 +11,8 @@ mod wait_timer;
 
 pub(super) use identity::{filesystem_type, noatime_flag};
 pub(crate) use identity::{identity_at, identity_of};
-pub(crate) use lock_table::KernelLocks;
-pub(crate) use process_walk::{process_hold_access, process_holds, processes_holding};
+pub(crate) use lock_table::{KernelLocks, held_shared};
+pub(crate) use process_walk::{process_hold, processes_holding};
 pub(super) use procfs::{boot_id, own_start_time};
 pub(crate) use procfs::{command_name, innermost_pid, pid_namespace, process_stat};
 pub(crate) use wait_timer::lock_until;

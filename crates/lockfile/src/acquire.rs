@@ -1,6 +1,7 @@
 //! Taking a lock: open, lock, check the file's identity, then write the owner
 //! record when the file is ours to write.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -127,26 +128,47 @@ impl LockGuard {
 fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
     let mode = opts.lock_mode();
+    // What is opened and re-checked: the last component itself, never what a
+    // symlink named `link/` points to.
+    let itself = sys::without_trailing_slash(path);
+    // And `dir/` names a directory, as the kernel reads it: nothing is
+    // created for it, and a file there is not it.
+    let names_dir = matches!(itself, Cow::Owned(_));
     // Set once the file turned out to hold someone else's content: it is then
     // locked through a read-only descriptor, since Linux refuses to execute a
     // file that anyone holds open for writing (a script that locks itself).
     let mut read_only = false;
     loop {
-        let (file, id, access) = open_lock_file(path, opts, read_only)?;
+        let (file, id, access) = open_lock_file(&itself, path, opts, read_only || names_dir)?;
+        if names_dir && !id.is_dir() {
+            let not_a_dir = io::Error::from_raw_os_error(libc::ENOTDIR);
+            return Err(Error::from_io(Operation::Open, path, not_a_dir));
+        }
         take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
             holder_record(&file, mode)
         })?;
         // Re-check the inode: the path may have been unlinked (by reap, or a
         // release that removes) or replaced while we waited. A lock on a file
-        // that no longer has this name excludes nobody.
-        match sys::identity_at(path) {
+        // that no longer has this name excludes nobody. A directory is
+        // checked the same way: one renamed away while we waited is not the
+        // directory at this path.
+        match sys::identity_at(&itself) {
             Ok(at_path) if at_path.same_file(&id) => {}
             Ok(_) => continue,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
         }
-        // A shared lock never writes a record (many hold it at once): it
-        // need not know what is inside.
+        // A directory never takes a record, and a shared lock never writes
+        // one (many hold it at once): neither needs to know what is inside.
+        if id.is_dir() {
+            return Ok(without_record(
+                opts,
+                path,
+                file,
+                NoRecord::Directory,
+                started,
+            ));
+        }
         if mode == LockMode::Shared {
             return Ok(without_record(opts, path, file, NoRecord::Shared, started));
         }
@@ -293,20 +315,22 @@ pub(crate) fn holder_record(file: &File, mode: LockMode) -> Option<Box<OwnerReco
 }
 
 /// Opens (creating if needed) the lock file without following a symlink and
-/// without blocking on a FIFO, and refuses anything but a regular file.
+/// without blocking on a FIFO, and refuses anything but a regular file (or a
+/// directory, when the options allow a lock without a record).
 ///
 /// The file is opened for reading and writing, so that a record can be
 /// written, unless `read_only` asks otherwise or the lock is shared (which
 /// writes nothing). A file that may not be written (its mode, a read-only
-/// mount, a running executable) is opened read-only when the options allow a
-/// lock without a record, as flock(1) opens every file.
+/// mount, a running executable) and a directory are opened read-only when
+/// the options allow a lock without a record, as flock(1) opens every file.
 fn open_lock_file(
+    itself: &Path,
     path: &Path,
     opts: &LockOptions,
     read_only: bool,
 ) -> Result<(File, sys::Identity, Access)> {
     let open = |access: Access, create: bool| {
-        sys::open_noatime(path, |path, extra| {
+        sys::open_noatime(itself, |path, extra| {
             use rustix::fs::OFlags;
             // O_NONBLOCK: opening a FIFO must not hang.
             let mut flags = OFlags::NOFOLLOW
@@ -327,9 +351,9 @@ fn open_lock_file(
                 .map_err(io::Error::from)
         })
     };
-    // Opening without creating a file we may not write. When that fails too
-    // (not even readable, or missing and not creatable) the first refusal
-    // says why.
+    // Opening without creating: a file we may not write, or a directory
+    // (Linux refuses O_CREAT on one). When that fails too (not even
+    // readable, or missing and not creatable) the first refusal says why.
     let read_only_after = |first: io::Error| {
         open(Access::ReadOnly, false)
             .map(|file| (file, Access::ReadOnly))
@@ -340,7 +364,7 @@ fn open_lock_file(
         // flock(1), it creates a missing file.
         match open(Access::ReadOnly, true) {
             Ok(file) => Ok((file, Access::ReadOnly)),
-            Err(e) if may_not_write(&e) => read_only_after(e),
+            Err(e) if may_not_write(&e) || is_a_directory(&e) => read_only_after(e),
             Err(e) => Err(e),
         }
     } else if read_only {
@@ -348,12 +372,17 @@ fn open_lock_file(
     } else {
         match open(Access::ReadWrite, true) {
             Ok(file) => Ok((file, Access::ReadWrite)),
-            Err(e) if opts.record_optional && may_not_write(&e) => read_only_after(e),
+            Err(e) if opts.record_optional && (may_not_write(&e) || is_a_directory(&e)) => {
+                read_only_after(e)
+            }
             Err(e) => Err(e),
         }
     };
     let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e))?;
     let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    if id.is_dir() && opts.record_optional {
+        return Ok((file, id, access));
+    }
     if !id.is_regular() {
         return Err(Error::NotRegularFile {
             op: Operation::Open,
@@ -370,6 +399,12 @@ pub(crate) fn may_not_write(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY)
     )
+}
+
+/// Whether an open failed because the path is a directory, which may not be
+/// opened for writing or with `O_CREAT`.
+fn is_a_directory(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EISDIR)
 }
 
 fn foreign_content(path: &Path, file: &File, content: &[u8]) -> Error {

@@ -74,7 +74,8 @@ impl fmt::Display for Content {
 /// accident.
 ///
 /// When several reasons apply, the first of this order is given, both by a
-/// guard and by `inspect`: [`Shared`](NoRecord::Shared) (a shared lock never
+/// guard and by `inspect`: [`Directory`](NoRecord::Directory) (a directory
+/// never takes a record), [`Shared`](NoRecord::Shared) (a shared lock never
 /// writes one, whatever the file holds), then
 /// [`ForeignContent`](NoRecord::ForeignContent) and
 /// [`ReadOnly`](NoRecord::ReadOnly).
@@ -88,18 +89,22 @@ pub enum NoRecord {
     /// mount, an executable that is running), and locked it read-only, as
     /// flock(1) does.
     ReadOnly,
+    /// The lock is a directory's, as flock(1) takes on a directory: nothing
+    /// in it is created or changed.
+    Directory,
     /// The lock is held shared (`LOCK_SH`, flock(1)'s `-s`), by any number of
     /// processes at once, none of which writes a record.
     Shared,
 }
 
 impl NoRecord {
-    /// The name `inspect --json` prints: `foreign_content`, `read_only` or
-    /// `shared`.
+    /// The name `inspect --json` prints: `foreign_content`, `read_only`,
+    /// `directory` or `shared`.
     pub fn as_str(self) -> &'static str {
         match self {
             NoRecord::ForeignContent => "foreign_content",
             NoRecord::ReadOnly => "read_only",
+            NoRecord::Directory => "directory",
             NoRecord::Shared => "shared",
         }
     }
@@ -110,6 +115,7 @@ impl fmt::Display for NoRecord {
         f.write_str(match self {
             NoRecord::ForeignContent => "the file holds content that is not ours",
             NoRecord::ReadOnly => "its holders locked it read-only",
+            NoRecord::Directory => "it is a directory",
             NoRecord::Shared => "its holders hold it shared",
         })
     }
@@ -124,6 +130,7 @@ mod tests {
         for why in [
             NoRecord::ForeignContent,
             NoRecord::ReadOnly,
+            NoRecord::Directory,
             NoRecord::Shared,
         ] {
             assert_eq!(

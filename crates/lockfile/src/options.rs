@@ -149,7 +149,7 @@ impl LockOptions {
     /// Whether a file that cannot take an owner record is locked anyway,
     /// without one, rather than refused.
     ///
-    /// Two kinds of file cannot take a record:
+    /// Three kinds of file cannot take a record:
     ///
     /// - a file holding someone else's content (a script that locks itself,
     ///   as in flock(1)'s manual, a data file, another tool's lock or PID
@@ -157,19 +157,25 @@ impl LockOptions {
     ///   is locked through a read-only descriptor, so that it can still be
     ///   executed while locked;
     /// - a file this process may read but not write (its mode, a read-only
-    ///   mount), which is locked read-only, as flock(1) locks every file.
+    ///   mount), which is locked read-only, as flock(1) locks every file;
+    /// - a directory, as flock(1) locks one: it is opened read-only (never
+    ///   created, and a symlink is not followed) and nothing in it is created
+    ///   or changed.
     ///
     /// Exclusion is the same either way: the kernel lock does not care how
-    /// the file was opened. What is lost is what the record gives: `inspect` names the
+    /// the file was opened, and a directory's lock excludes flock(1) on that
+    /// directory. What is lost is what the record gives: `inspect` names the
     /// holder from the kernel's table but has no job, token or heartbeat to
     /// show, and no success is recorded.
     /// [`LockGuard::no_record`](crate::LockGuard::no_record) says which case applies.
     ///
     /// Default: false. Such files fail with
     /// [`Error::ForeignContent`](crate::Error::ForeignContent) (nothing
-    /// written), or with the error that refused writing
+    /// written), with the error that refused writing
     /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied),
-    /// [`Error::ReadOnlyFilesystem`](crate::Error::ReadOnlyFilesystem)).
+    /// [`Error::ReadOnlyFilesystem`](crate::Error::ReadOnlyFilesystem)), or,
+    /// for a directory, with
+    /// [`Error::NotRegularFile`](crate::Error::NotRegularFile).
     pub fn record_optional(&mut self, optional: bool) -> &mut Self {
         self.record_optional = optional;
         self
@@ -188,7 +194,8 @@ impl LockOptions {
     /// is no one owner to name. The file is opened read-only (created, empty,
     /// when missing) and left exactly as it is, whatever it holds, so
     /// [`record_optional`](Self::record_optional) is not needed for content
-    /// that is not ours. The guard says [`NoRecord::Shared`](crate::NoRecord::Shared), and `inspect`
+    /// that is not ours; it still decides whether a directory is locked. The
+    /// guard says [`NoRecord::Shared`](crate::NoRecord::Shared), and `inspect`
     /// lists every holder from the kernel's table, with
     /// [`no_record`](crate::LockReport::no_record) `Shared` and no finding
     /// against an older record left in the file.

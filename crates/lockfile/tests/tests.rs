@@ -4,6 +4,7 @@ mod support;
 
 mod content;
 mod contention;
+mod directory;
 mod faults;
 mod fuzz_bodies;
 mod fuzz_corpus;

@@ -18,7 +18,8 @@ pub enum LockState {
     /// There is no file at the path.
     Absent,
     /// Nobody holds the kernel lock, and the file is empty or its record says
-    /// the lock was released cleanly: the normal resting state of a lock.
+    /// the lock was released cleanly: the normal resting state of a lock;
+    /// also a directory nobody holds locked.
     Free,
     /// Someone holds the kernel lock.
     Held,
@@ -88,11 +89,13 @@ pub struct LockReport {
     /// whose holder wrote none).
     pub content_error: Option<DecodeError>,
     /// What the file holds: a record of ours, nothing, a torn record, or
-    /// someone else's content. `None` when there is no file.
+    /// someone else's content. `None` when there is no file, and for a
+    /// directory, whose [`no_record`](Self::no_record) says
+    /// [`NoRecord::Directory`].
     pub content: Option<Content>,
     /// Why the file carries no record of its holders, when that is by
-    /// design: they hold it shared, its content is not ours, or they hold it
-    /// read-only. Such holders raise no
+    /// design: it is a directory, they hold it shared, its content is not
+    /// ours, or they hold it read-only. Such holders raise no
     /// `holder_mismatch` or `owner_dead` finding, and an older record left in
     /// the file is no evidence against them.
     pub no_record: Option<NoRecord>,

@@ -56,6 +56,18 @@ impl<'a> Scan<'a> {
         Ok(report)
     }
 
+    /// The report on the lock of the directory `dir` itself, when someone
+    /// holds it: a row of its own beside the directory's lock files, so that
+    /// the lock is never invisible. No silence finding: the row is there to
+    /// show the holders, not as one of the lock files the alarm watches.
+    pub(super) fn own_lock(&mut self, dir: &Path, file: &File) -> Result<Option<LockReport>> {
+        let mut report = self.examine_settled(dir, Some(file))?;
+        report
+            .findings
+            .sort_by_key(|f| std::cmp::Reverse(f.severity()));
+        Ok((report.state == LockState::Held).then_some(report))
+    }
+
     /// Examines the file until a verdict holds still: a live owner's lock
     /// that looks abandoned is looked at again once its content changed
     /// (it was being released, or taken anew, while we looked).
@@ -104,6 +116,16 @@ fn empty_report(path: &Path) -> LockReport {
 }
 
 /// What one read of a lock file gave: which file it is, and its content.
+/// A directory has no content to read: only its lock is looked at.
+// Made once per file and taken apart at once: a box would only cost an
+// allocation per file.
+#[allow(clippy::large_enum_variant)]
+enum Read {
+    File(Sample),
+    Directory { dev: u64, ino: u64 },
+}
+
+/// Which file a lock file is, and its content.
 struct Sample {
     dev: u64,
     ino: u64,
@@ -123,7 +145,13 @@ impl Scan<'_> {
         report: &mut LockReport,
         last_attempt: bool,
     ) -> Result<Verdict> {
-        let sample = self.read(path, file, report)?;
+        let sample = match self.read(path, file, report)? {
+            Read::File(sample) => sample,
+            Read::Directory { dev, ino } => {
+                self.examine_directory(file, dev, ino, report);
+                return Ok(Verdict::Settled);
+            }
+        };
         // What can be said of an unreleased local record's owner.
         let liveness = sample
             .doc
@@ -142,12 +170,35 @@ impl Scan<'_> {
         Ok(Verdict::Settled)
     }
 
+    /// A directory's lock, as flock(1) takes one: held or free, by whom, and
+    /// never a record.
+    fn examine_directory(&mut self, dir: &File, dev: u64, ino: u64, report: &mut LockReport) {
+        report.no_record = Some(NoRecord::Directory);
+        match self.locks.hold(dir, dev, ino) {
+            KernelHold::Free => report.state = LockState::Free,
+            KernelHold::Held { pids, shared } => {
+                report.state = LockState::Held;
+                report.holders = holders(&pids, dev, ino);
+                report.shared = shared;
+            }
+        }
+        self.network_finding(dir, dev, report);
+    }
+
     /// Reads the file's metadata and first bytes into the report and
     /// `self.buf`, and decodes them.
-    fn read(&mut self, path: &Path, file: &File, report: &mut LockReport) -> Result<Sample> {
+    fn read(&mut self, path: &Path, file: &File, report: &mut LockReport) -> Result<Read> {
         let meta = file
             .metadata()
             .map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+        if meta.file_type().is_dir() {
+            report.size = meta.size();
+            report.modified = meta.modified().ok();
+            return Ok(Read::Directory {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            });
+        }
         if !meta.file_type().is_file() {
             return Err(Error::NotRegularFile {
                 op: Operation::Read,
@@ -171,13 +222,13 @@ impl Scan<'_> {
             Ok(doc) => (Some(doc), None),
             Err(e) => (None, Some(e)),
         };
-        Ok(Sample {
+        Ok(Read::File(Sample {
             dev: meta.dev(),
             ino: meta.ino(),
             len,
             doc,
             content_error,
-        })
+        }))
     }
 
     /// Who holds the kernel lock, from the table, reconciled with the record;
@@ -258,9 +309,15 @@ impl Scan<'_> {
                 holders: report.holders.clone(),
             });
         }
+        self.network_finding(file, sample.dev, report);
+    }
+
+    /// A `network_filesystem` finding when `file` (on device `dev`) lives on
+    /// one, asked once per device.
+    fn network_finding(&mut self, file: &File, dev: u64, report: &mut LockReport) {
         let network = *self
             .network_fs
-            .entry(sample.dev)
+            .entry(dev)
             .or_insert_with(|| sys::network_filesystem(file));
         if let Some(fs) = network {
             report.findings.push(Finding::NetworkFilesystem {
@@ -273,7 +330,7 @@ impl Scan<'_> {
     /// they hold it shared, its content is not ours, or every holder holds it
     /// read-only (flock(1), or `lockfile run` on a file it may not write)
     /// and so could not have written the record in the file, if any. In the
-    /// order [`NoRecord`] documents.
+    /// order [`NoRecord`] documents (a directory is told apart earlier).
     fn no_record(
         &self,
         doc: Option<&LockDocument>,

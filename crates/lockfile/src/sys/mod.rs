@@ -6,6 +6,7 @@
 //! Both offer the same functions; the types they share, and what needs no
 //! platform of its own, are defined here once, so the two cannot drift apart.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::os::fd::BorrowedFd;
@@ -79,6 +80,19 @@ pub(crate) fn pid_exists(pid: u32) -> bool {
     match rustix::process::test_kill_process(pid) {
         Ok(()) => true,
         Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// `path` with any trailing `/` and `/.` taken off, so that opening it with
+/// `O_NOFOLLOW` looks at the last component itself: the kernel follows a
+/// symlink named as `link/` or `link/.` whatever the flags say.
+pub(crate) fn without_trailing_slash(path: &std::path::Path) -> Cow<'_, std::path::Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
+        Cow::Owned(path.components().collect())
+    } else {
+        Cow::Borrowed(path)
     }
 }
 
@@ -263,6 +277,10 @@ pub(crate) struct Identity {
 impl Identity {
     pub(crate) fn is_regular(&self) -> bool {
         self.kind == rustix::fs::FileType::RegularFile
+    }
+
+    pub(crate) fn is_dir(&self) -> bool {
+        self.kind == rustix::fs::FileType::Directory
     }
 
     pub(crate) fn same_file(&self, other: &Identity) -> bool {

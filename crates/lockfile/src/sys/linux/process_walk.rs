@@ -25,11 +25,12 @@ pub(crate) fn processes_holding(dev: u64, ino: u64) -> Vec<u32> {
         .collect()
 }
 
-/// Which process has each regular file open, by (stat device, inode).
+/// Which process has each regular file or directory open, by (stat device,
+/// inode).
 pub(super) type OpenFiles = HashMap<(u64, u64), Vec<u32>>;
 
-/// Every process's open regular files, from `/proc/PID/fd`. Processes we may
-/// not look into are skipped.
+/// Every process's open regular files and directories (both can be locked),
+/// from `/proc/PID/fd`. Processes we may not look into are skipped.
 pub(super) fn open_files() -> OpenFiles {
     let mut open = OpenFiles::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
@@ -45,7 +46,7 @@ pub(super) fn open_files() -> OpenFiles {
         for fd in fds.flatten() {
             // stat() follows the magic link to the open file itself.
             if let Ok(m) = std::fs::metadata(fd.path())
-                && m.is_file()
+                && (m.is_file() || m.is_dir())
             {
                 let pids = open.entry((m.dev(), m.ino())).or_default();
                 if !pids.contains(&pid) {

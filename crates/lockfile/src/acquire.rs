@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
-use crate::record::{self, LockDocument, peek};
+use crate::record::{self, LockDocument, Release, peek};
 use crate::sys::{self, LockMode};
 use crate::{Error, LockOptions, OwnerRecord, Result};
 
@@ -488,8 +488,9 @@ pub(crate) fn write_record(
         .and_then(|_| LockDocument::decode(previous).ok());
     let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
     let last_run = previous_doc.as_ref().and_then(|doc| doc.last_run.clone());
+    // A record whose release was never going to be marked tells of no death.
     let dead_owner = previous_doc
-        .filter(|doc| !doc.released)
+        .filter(|doc| !doc.released && doc.owner.release == Release::Recorded)
         .map(|doc| doc.owner);
     let doc = LockDocument::new(owner, last_success, last_run);
     let mut buf = Vec::with_capacity(512);

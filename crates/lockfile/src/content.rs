@@ -77,8 +77,8 @@ impl fmt::Display for Content {
 /// guard and by `inspect`: [`Directory`](NoRecord::Directory) (a directory
 /// never takes a record), [`Shared`](NoRecord::Shared) (a shared lock never
 /// writes one, whatever the file holds), then
-/// [`ForeignContent`](NoRecord::ForeignContent) and
-/// [`ReadOnly`](NoRecord::ReadOnly).
+/// [`ForeignContent`](NoRecord::ForeignContent), [`ReadOnly`](NoRecord::ReadOnly)
+/// and [`Descriptor`](NoRecord::Descriptor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -95,17 +95,23 @@ pub enum NoRecord {
     /// The lock is held shared (`LOCK_SH`, flock(1)'s `-s`), by any number of
     /// processes at once, none of which writes a record.
     Shared,
+    /// The lock was taken on a descriptor that another process keeps open
+    /// (flock(1)'s descriptor form, `flock 9`), and no record could be
+    /// written for it safely: see
+    /// [`LockOptions::try_acquire_descriptor`](crate::LockOptions::try_acquire_descriptor).
+    Descriptor,
 }
 
 impl NoRecord {
     /// The name `inspect --json` prints: `foreign_content`, `read_only`,
-    /// `directory` or `shared`.
+    /// `directory`, `shared` or `descriptor`.
     pub fn as_str(self) -> &'static str {
         match self {
             NoRecord::ForeignContent => "foreign_content",
             NoRecord::ReadOnly => "read_only",
             NoRecord::Directory => "directory",
             NoRecord::Shared => "shared",
+            NoRecord::Descriptor => "descriptor",
         }
     }
 }
@@ -117,6 +123,9 @@ impl fmt::Display for NoRecord {
             NoRecord::ReadOnly => "its holders locked it read-only",
             NoRecord::Directory => "it is a directory",
             NoRecord::Shared => "its holders hold it shared",
+            NoRecord::Descriptor => {
+                "it was locked through a descriptor that another process keeps open"
+            }
         })
     }
 }
@@ -132,6 +141,7 @@ mod tests {
             NoRecord::ReadOnly,
             NoRecord::Directory,
             NoRecord::Shared,
+            NoRecord::Descriptor,
         ] {
             assert_eq!(
                 serde_json::to_value(why).unwrap(),

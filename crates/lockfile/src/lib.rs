@@ -136,6 +136,7 @@
 mod acquire;
 mod beat;
 mod content;
+mod descriptor;
 mod dir;
 mod error;
 mod guard;
@@ -152,6 +153,7 @@ mod sys;
 
 pub use beat::beat;
 pub use content::{Content, NoRecord};
+pub use descriptor::{DescriptorLock, unlock_descriptor};
 pub use dir::default_lock_dir;
 pub use error::{Error, Operation, Result};
 pub use guard::LockGuard;
@@ -160,4 +162,6 @@ pub use holder::Holder;
 pub use inspect::{Finding, InspectOptions, LockReport, LockState, Severity, inspect, inspect_dir};
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapEntry, ReapOptions, ReapReport, reap};
-pub use record::{DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record};
+pub use record::{
+    DecodeError, FORMAT_VERSION, HeartbeatSource, OwnerRecord, Release, decode_record,
+};

@@ -108,6 +108,45 @@ pub struct OwnerRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_runtime_ms: Option<u64>,
+    /// Whether the release of this lock will be marked in the record.
+    /// [`Release::Unrecorded`] for a record written on behalf of a process
+    /// that holds the lock through a descriptor of its own (flock(1)'s
+    /// descriptor form): it may let go by closing it, which marks nothing.
+    /// Written only when unrecorded.
+    #[serde(default, skip_serializing_if = "Release::is_recorded")]
+    pub release: Release,
+}
+
+/// Whether a record's release will be marked in the file (its `released`
+/// flag), which is how `inspect` tells a lock released cleanly (`free`) from
+/// one whose owner died holding it (`stale`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Release {
+    /// The holder marks the record released when it lets go: an unreleased
+    /// record on a lock nobody holds is a dead owner's litter (`stale`).
+    #[default]
+    Recorded,
+    /// Nobody is there to mark it: the record was written for a process that
+    /// holds the lock through its own descriptor (a shell's `exec 9>file`)
+    /// and releases it by closing that, or by exiting. Once nobody holds the
+    /// lock, `inspect` calls the file `free`, not `stale`.
+    Unrecorded,
+}
+
+impl Release {
+    /// `recorded` or `unrecorded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Release::Recorded => "recorded",
+            Release::Unrecorded => "unrecorded",
+        }
+    }
+
+    fn is_recorded(&self) -> bool {
+        *self == Release::Recorded
+    }
 }
 
 /// Who refreshes a lock's heartbeat.
@@ -152,6 +191,7 @@ impl OwnerRecord {
             heartbeat_interval_ms: heartbeat_interval.map(millis),
             heartbeat_source: None,
             max_runtime_ms: None,
+            release: Release::Recorded,
         }
     }
 
@@ -492,6 +532,7 @@ mod tests {
             heartbeat_interval_ms: Some(30_000),
             heartbeat_source: Some(HeartbeatSource::Wrapper),
             max_runtime_ms: Some(1_234),
+            release: Release::Recorded,
         }
     }
 
@@ -623,6 +664,19 @@ mod tests {
     }
 
     #[test]
+    fn only_an_unrecorded_release_is_written() {
+        let mut buf = Vec::new();
+        LockDocument::new(sample(), None, None).encode_into(&mut buf);
+        assert!(!String::from_utf8_lossy(&buf).contains("release\":"));
+        let mut owner = sample();
+        owner.release = Release::Unrecorded;
+        let doc = LockDocument::new(owner, None, None);
+        doc.encode_into(&mut buf);
+        assert!(String::from_utf8_lossy(&buf).contains(r#""release":"unrecorded""#));
+        assert_eq!(LockDocument::decode(&buf), Ok(doc));
+    }
+
+    #[test]
     fn current_describes_this_process() {
         let rec = OwnerRecord::current(Some("job"), Some(Duration::from_secs(2)));
         assert_eq!(rec.pid, std::process::id());
@@ -649,6 +703,7 @@ mod tests {
             heartbeat_interval_ms in proptest::option::of(any::<u64>()),
             command_beats in proptest::option::of(any::<bool>()),
             max_runtime_ms in proptest::option::of(0u64..1 << 40),
+            unrecorded in any::<bool>(),
         ) -> OwnerRecord {
             OwnerRecord {
                 pid, hostname, boot_id, pid_namespace, start_time,
@@ -657,6 +712,7 @@ mod tests {
                     if c { HeartbeatSource::Command } else { HeartbeatSource::Wrapper }
                 }),
                 max_runtime_ms,
+                release: if unrecorded { Release::Unrecorded } else { Release::Recorded },
             }
         }
     }

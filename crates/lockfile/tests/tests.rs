@@ -4,6 +4,7 @@ mod support;
 
 mod content;
 mod contention;
+mod descriptor;
 mod directory;
 mod faults;
 mod fuzz_bodies;

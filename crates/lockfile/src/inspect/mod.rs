@@ -14,6 +14,7 @@ use std::io;
 use std::path::Path;
 
 pub use finding::{Finding, Severity};
+pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::open_for_inspect;
 pub use options::InspectOptions;
 pub use report::{LockReport, LockState};

@@ -17,9 +17,11 @@ use crate::{DecodeError, Holder, LastRun, OwnerRecord};
 pub enum LockState {
     /// There is no file at the path.
     Absent,
-    /// Nobody holds the kernel lock, and the file is empty or its record says
-    /// the lock was released cleanly: the normal resting state of a lock;
-    /// also a directory nobody holds locked.
+    /// Nobody holds the kernel lock, and the file is empty, or its record says
+    /// the lock was released cleanly, or says its release is not recorded
+    /// ([`Release::Unrecorded`](crate::Release::Unrecorded): a lock held
+    /// through a shell's descriptor, let go by a close). The normal resting
+    /// state of a lock; also a directory nobody holds locked.
     Free,
     /// Someone holds the kernel lock.
     Held,
@@ -71,8 +73,9 @@ pub struct LockReport {
     /// and on platforms that cannot tell.
     pub shared: bool,
     /// How long the recorded owner has held (or, when stale, had held) the
-    /// lock; `None` when the record is released or missing, and when the
-    /// holders keep no record ([`no_record`](Self::no_record)).
+    /// lock; `None` when the record is released or missing, when nobody
+    /// holds a lock whose release is unrecorded, and when the holders keep
+    /// no record ([`no_record`](Self::no_record)).
     pub age: Option<Duration>,
     /// Time since the last heartbeat (the file's modification time), for
     /// held and stale files.

@@ -15,7 +15,7 @@ use super::options::InspectOptions;
 use super::report::{LockReport, LockState};
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
-use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
+use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES, Release};
 use crate::sys::{self, KernelHold, KernelLocks, LockMode, ProcessIdentity};
 use crate::{Error, OwnerRecord, Result};
 
@@ -288,8 +288,11 @@ impl Scan<'_> {
             report.last_run = doc.last_run.as_deref().cloned();
             // A record that the holders could not have written (they hold
             // the file read-only, or shared) is history, no evidence against
-            // them.
-            if !doc.released && report.no_record.is_none() {
+            // them. Nor is a record whose release nobody was to mark, once
+            // nobody holds the lock: it was let go by a close.
+            let open = !doc.released
+                && (doc.owner.release == Release::Recorded || report.state == LockState::Held);
+            if open && report.no_record.is_none() {
                 report.age = Some(doc.owner.age(self.now));
                 report.heartbeat_age = report
                     .modified
@@ -467,6 +470,10 @@ fn state(
     match (hold, doc, content_error) {
         (KernelHold::Held { .. }, _, _) => LockState::Held,
         (KernelHold::Free, Some(doc), _) if doc.released => LockState::Free,
+        // Nobody was to mark it released: a close let it go.
+        (KernelHold::Free, Some(doc), _) if doc.owner.release == Release::Unrecorded => {
+            LockState::Free
+        }
         (KernelHold::Free, Some(_), _) => LockState::Stale,
         (KernelHold::Free, None, Some(DecodeError::Empty)) => LockState::Free,
         (KernelHold::Free, None, _) => LockState::Debris,

@@ -83,6 +83,12 @@ pub(crate) fn pid_exists(pid: u32) -> bool {
     }
 }
 
+/// Our parent's PID in our PID namespace; `None` when it is not visible from
+/// here (we are the first process of a PID namespace).
+pub(crate) fn parent_pid() -> Option<u32> {
+    rustix::process::getppid().map(|pid| pid.as_raw_nonzero().get().unsigned_abs())
+}
+
 /// `path` with any trailing `/` and `/.` taken off, so that opening it with
 /// `O_NOFOLLOW` looks at the last component itself: the kernel follows a
 /// symlink named as `link/` or `link/.` whatever the flags say.

@@ -3,10 +3,11 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{KernelHold, LockMode, ProcStat};
+use super::{Identity, KernelHold, LockMode, ProcStat};
 
 pub(super) fn boot_id() -> Option<String> {
     None
@@ -40,13 +41,12 @@ pub(super) fn noatime_flag() -> i32 {
     0
 }
 
-pub(crate) fn identity_of(file: &File) -> io::Result<super::Identity> {
-    use std::os::unix::fs::MetadataExt;
-    let m = file.metadata()?;
+pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
+    let st = rustix::fs::fstat(fd)?;
     Ok(super::Identity {
-        dev: m.dev(),
-        ino: m.ino(),
-        kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
     })
 }
 
@@ -121,4 +121,35 @@ pub(crate) fn lock_until(
     deadline: Instant,
 ) -> io::Result<bool> {
     super::poll_until(fd, mode, deadline)
+}
+
+/// No `/proc/self/fd` to name a descriptor's file by.
+pub(crate) fn descriptor_path(_fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    None
+}
+
+/// Elsewhere, opening `/dev/fd/N` duplicates the descriptor (the same open
+/// file, sharing its offset and lock) rather than opening the file anew: no
+/// fresh open file can be had, so descriptor locks keep no record here.
+pub(crate) fn reopen(_fd: BorrowedFd<'_>, _write: bool) -> io::Result<File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "reopening a descriptor's file needs /proc/self/fd",
+    ))
+}
+
+/// Without kcmp(2) or `/proc`, no process can be shown to share an open file.
+pub(crate) fn shares_locked_file(
+    _pid: u32,
+    _fd_number: RawFd,
+    _fd: BorrowedFd<'_>,
+    _mode: LockMode,
+    _id: &Identity,
+) -> bool {
+    false
+}
+
+/// Without `/proc/PID/fdinfo`, which lock a descriptor holds is unknown.
+pub(crate) fn descriptor_lock(_pid: Option<u32>, _fd_number: RawFd, _ino: u64) -> Option<LockMode> {
+    None
 }

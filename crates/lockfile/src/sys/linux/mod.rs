@@ -2,6 +2,7 @@
 //! waits. One file per concern, so that each reads on its own; this module
 //! only gathers what the rest of the crate calls.
 
+mod descriptor;
 mod identity;
 mod lock_line;
 mod lock_table;
@@ -9,6 +10,7 @@ mod process_walk;
 mod procfs;
 mod wait_timer;
 
+pub(crate) use descriptor::{descriptor_lock, descriptor_path, reopen, shares_locked_file};
 pub(super) use identity::{filesystem_type, noatime_flag};
 pub(crate) use identity::{identity_at, identity_of};
 pub(crate) use lock_table::{KernelLocks, held_shared};

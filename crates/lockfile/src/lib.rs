@@ -34,7 +34,9 @@
 //! descriptor closes, which happens when the process dies for any reason.
 //! The next run acquires at once; nothing has to be cleaned up first. The lock
 //! excludes, and is excluded by, util-linux `flock(1)` and std's
-//! [`File::lock`](std::fs::File::lock) on the same file.
+//! [`File::lock`](std::fs::File::lock) on the same file. It may also be taken
+//! shared ([`LockOptions::shared`], flock(1)'s `-s`): shared holders hold it
+//! together, and exclude every exclusive holder, in both directions.
 //!
 //! Advisory means the lock binds only those who take it: it does not stop
 //! anyone from reading, writing or deleting the file. It is one lock per open
@@ -83,6 +85,51 @@
 //! guard then says why there is no record ([`LockGuard::no_record`]), and
 //! writes nothing, ever: no heartbeat, no success, no release mark.
 //!
+//! The other forms of flock(1) keep no record either, by design
+//! ([`NoRecord`] names each):
+//!
+//! - **A directory** is locked, with `record_optional`, through a read-only
+//!   descriptor of it (never created, no symlink followed); nothing in it is
+//!   created or changed. [`inspect`] of the directory reports its own lock,
+//!   and [`inspect_dir`] adds a row for it while someone holds it, so that the
+//!   lock is never invisible.
+//! - **A shared lock** ([`LockOptions::shared`]) has many holders at once and
+//!   no one owner to name: it writes nothing, whatever the file holds.
+//!   `inspect` lists every holder from the kernel's table, and an older record
+//!   left in the file is no evidence against them.
+//! - **A descriptor** that the calling shell keeps open (`exec 9>job.lock;
+//!   flock -n 9`), locked with [`LockOptions::try_acquire_descriptor`]: the
+//!   lock belongs to the shell's open file and outlives this process. A
+//!   record is written only into an empty or own file, through an open file
+//!   of our own, and only when the parent process provably shares the locked
+//!   one; it names the parent, and says that its release is not recorded
+//!   ([`Release::Unrecorded`]), so that the file reads `free`, not `stale`,
+//!   once the shell has let go. [`unlock_descriptor`] is `flock -u 9`.
+//!
+//! A holder that keeps no record by design raises no `holder_mismatch` or
+//! `owner_dead` finding in `inspect`, and [`reap`] never removes a file that
+//! is not ours, nor a directory.
+//!
+//! # The protocol
+//!
+//! 1. Open the path without following a symlink (not even one named
+//!    `link/`) and without hanging on a FIFO, creating a missing file (never
+//!    a directory); read-only for a shared lock, a file that is not ours or
+//!    may not be written, and a directory.
+//! 2. Take `flock(2)`, exclusive or shared, waiting as asked.
+//! 3. Re-check that the path still names the locked inode (a file or a
+//!    directory): it may have been unlinked or replaced while we waited. On
+//!    a mismatch, start over.
+//! 4. Only now read the content, and write a record only when the lock is
+//!    exclusive and the file is empty or ours; refuse (or, when asked, keep
+//!    no record) otherwise.
+//! 5. Release marks the record released, in place, before unlocking: while
+//!    the lock is still held, so that nobody else's record can be marked.
+//!
+//! A descriptor lock skips steps 1 and 3 (it has no path of its own) and
+//! writes its record through a fresh open file of `/proc/self/fd/N`, so that
+//! the shell's offset, `O_APPEND` and lock are left alone.
+//!
 //! # Caveats
 //!
 //! - **Network filesystems.** `flock` on NFS is emulated with byte-range
@@ -118,9 +165,18 @@
 //! polling (1 ms doubling to 50 ms).
 //!
 //! Other Unix systems compile with fallbacks: `inspect` probes a file with a
-//! shared non-blocking lock for a few microseconds (a concurrent
-//! `try_acquire` in that instant reports contention), bounded waits poll, and
-//! records carry no boot id, start time or PID namespace.
+//! shared, then an exclusive, non-blocking lock for a few microseconds (a
+//! concurrent `try_acquire` in that instant reports contention), bounded
+//! waits poll, and records carry no boot id, start time or PID namespace.
+//! Without `/proc`, a contention error against shared holders may name an
+//! older record left in the file, and a descriptor lock never writes a record
+//! (no fresh open file of a descriptor can be had, and no parent shown to
+//! share it).
+//!
+//! On Linux, a descriptor lock tells whether the parent shares the locked
+//! open file with kcmp(2); where kcmp is not allowed (the default seccomp
+//! profile of many container runtimes), the exclusive lock itself tells,
+//! from the parent's `/proc/PID/fdinfo`.
 //!
 //! # Events
 //!

@@ -154,9 +154,17 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
         // directory at this path.
         match sys::identity_at(&itself) {
             Ok(at_path) if at_path.same_file(&id) => {}
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
+            Ok(_) => {
+                // Let go of the old one explicitly: a child that another
+                // thread forks meanwhile would hold it until its exec.
+                let _ = sys::unlock(file.as_fd());
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let _ = sys::unlock(file.as_fd());
+                continue;
+            }
+            Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Stat, path, e))),
         }
         // A directory never takes a record, and a shared lock never writes
         // one (many hold it at once): neither needs to know what is inside.

@@ -473,6 +473,7 @@ pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     owner.heartbeat_source = opts.heartbeat_source;
     owner.max_runtime_ms = opts.max_runtime.map(crate::record::millis);
+    owner.release = opts.release;
     owner
 }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::HeartbeatSource;
+use crate::{HeartbeatSource, Release};
 
 /// Options for taking a lock; finish with [`acquire`](LockOptions::acquire)
 /// or [`try_acquire`](LockOptions::try_acquire).
@@ -35,6 +35,7 @@ pub struct LockOptions {
     pub(crate) shared: bool,
     pub(crate) heartbeat_source: Option<HeartbeatSource>,
     pub(crate) max_runtime: Option<Duration>,
+    pub(crate) release: Release,
 }
 
 impl Default for LockOptions {
@@ -56,6 +57,7 @@ impl LockOptions {
             shared: false,
             heartbeat_source: None,
             max_runtime: None,
+            release: Release::Recorded,
         }
     }
 
@@ -113,6 +115,39 @@ impl LockOptions {
     /// Default: none.
     pub fn max_runtime(&mut self, limit: Duration) -> &mut Self {
         self.max_runtime = Some(limit);
+        self
+    }
+
+    /// Whether the holder will be there to mark its release in the record,
+    /// written into it so that `inspect` can tell a lock let go cleanly from
+    /// one whose owner died holding it.
+    ///
+    /// [`Release::Unrecorded`] is for a holder that hands the lock on and
+    /// goes away before it ends: a process that execs its command in place
+    /// (flock(1)'s `-F`), which then holds the lock until it exits, and
+    /// marks nothing. Once nobody holds such a lock, `inspect` calls the file
+    /// `free`, not `stale`, and raises no `owner_dead`; the price is that a
+    /// holder that died cannot be told from one that finished. A guard that
+    /// is released still marks its record released.
+    ///
+    /// Default: [`Release::Recorded`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfile::{LockOptions, LockState, Release};
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("exec.lock");
+    /// let guard = LockOptions::new().release(Release::Unrecorded).try_acquire(&path)?;
+    /// assert_eq!(guard.record().release, Release::Unrecorded);
+    /// guard.disown(); // as an exec would: nobody marks the release
+    /// assert_eq!(lockfile::inspect(&path)?.state, LockState::Free);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn release(&mut self, release: Release) -> &mut Self {
+        self.release = release;
         self
     }
 

@@ -135,6 +135,13 @@ impl LockOptions {
     /// and nothing is written. [`record_optional`](LockOptions::record_optional)
     /// plays no part: a descriptor's file is the caller's choice.
     ///
+    /// The parent is the process that started this one. Run this straight
+    /// from the shell that keeps the descriptor: under a wrapper that forks
+    /// (`timeout 5 ...`) the parent is the wrapper, which shares the open file
+    /// too, so the record names it, and `inspect` reports that owner dead
+    /// once it has exited while the shell still holds the lock. A wrapper
+    /// that execs (`env`, `nice`) changes nothing.
+    ///
     /// The file's identity is not re-checked against a path, as a path-based
     /// acquire does: the lock is on whatever the descriptor refers to.
     ///

@@ -1,9 +1,11 @@
 //! Taking a lock: open, lock, check the file's identity, then write the owner
 //! record when the file is ours to write.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::borrow::Cow;
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
@@ -11,8 +13,9 @@ use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::evict::{self, Eviction, Patience};
 use crate::guard::LockGuard;
-use crate::record::{self, LockDocument, peek};
-use crate::{Error, LockOptions, OwnerRecord, Result, Wait, sys};
+use crate::record::{self, LockDocument, Release, peek};
+use crate::sys::{self, LockMode};
+use crate::{Error, LockOptions, OwnerRecord, Result, Wait};
 
 /// How a lock file was opened.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,22 +109,64 @@ impl LockGuard {
 
 fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
+    let mode = opts.lock_mode();
+    // What is opened and re-checked: the last component itself, never what a
+    // symlink named `link/` points to.
+    let itself = sys::without_trailing_slash(path);
+    // And `dir/` names a directory, as the kernel reads it: nothing is
+    // created for it, and a file there is not it.
+    let names_dir = matches!(itself, Cow::Owned(_));
     // Set once the file turned out to hold someone else's content: it is then
     // locked through a read-only descriptor, since Linux refuses to execute a
     // file that anyone holds open for writing (a script that locks itself).
     let mut read_only = false;
+    // Set once the lock was taken by evicting a hung holder, for the record.
     let mut eviction = None;
     loop {
-        let (file, id, access) = open_lock_file(path, opts, read_only)?;
-        eviction = take_kernel_lock(opts, path, &file, &wait, started)?.or(eviction);
+        let (file, id, access) = open_lock_file(&itself, path, opts, read_only || names_dir)?;
+        if names_dir && !id.is_dir() {
+            let not_a_dir = io::Error::from_raw_os_error(libc::ENOTDIR);
+            return Err(Error::from_io(Operation::Open, path, not_a_dir));
+        }
+        if opts.evict_after.is_some() && mode == LockMode::Exclusive {
+            eviction = lock_or_evict(opts, path, &file, &wait, started)?.or(eviction);
+        } else {
+            take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
+                holder_record(&file, mode)
+            })?;
+        }
         // Re-check the inode: the path may have been unlinked (by reap, or a
         // release that removes) or replaced while we waited. A lock on a file
-        // that no longer has this name excludes nobody.
-        match sys::identity_at(path) {
+        // that no longer has this name excludes nobody. A directory is
+        // checked the same way: one renamed away while we waited is not the
+        // directory at this path.
+        match sys::identity_at(&itself) {
             Ok(at_path) if at_path.same_file(&id) => {}
-            Ok(_) => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::from_io(Operation::Stat, path, e)),
+            Ok(_) => {
+                // Let go of the old one explicitly: a child that another
+                // thread forks meanwhile would hold it until its exec.
+                let _ = sys::unlock(file.as_fd());
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let _ = sys::unlock(file.as_fd());
+                continue;
+            }
+            Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Stat, path, e))),
+        }
+        // A directory never takes a record, and a shared lock never writes
+        // one (many hold it at once): neither needs to know what is inside.
+        if id.is_dir() {
+            return Ok(without_record(
+                opts,
+                path,
+                file,
+                NoRecord::Directory,
+                started,
+            ));
+        }
+        if mode == LockMode::Shared {
+            return Ok(without_record(opts, path, file, NoRecord::Shared, started));
         }
         let mut small = [0u8; record::SMALL_READ];
         let previous = match record::read_content(&file, &mut small) {
@@ -138,48 +183,86 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             (true, Access::ReadWrite) => {
                 // Let go and lock it again read-only. Someone may take it in
                 // between: then it is theirs, as if they had come first.
-                let _ = file.unlock();
+                let _ = sys::unlock(file.as_fd());
                 read_only = true;
                 continue;
             }
             (false, Access::ReadOnly) if read_only => {
                 // No longer foreign (emptied meanwhile): ours to write after all.
-                let _ = file.unlock();
+                let _ = sys::unlock(file.as_fd());
                 read_only = false;
                 continue;
             }
-            (true, Access::ReadOnly) => Some(NoRecord::ForeignContent),
-            (false, Access::ReadOnly) => Some(NoRecord::ReadOnly),
-            (false, Access::ReadWrite) => None,
+            (true, Access::ReadOnly) => NoRecord::ForeignContent,
+            (false, Access::ReadOnly) => NoRecord::ReadOnly,
+            (false, Access::ReadWrite) => {
+                let (doc, written_len) = match write_record(
+                    owner(opts),
+                    path,
+                    &file,
+                    &previous,
+                    started,
+                    eviction.take(),
+                ) {
+                    Ok(written) => written,
+                    Err(e) => return Err(unlocked(&file, e)),
+                };
+                return Ok(LockGuard::new(
+                    file,
+                    path.to_path_buf(),
+                    doc,
+                    None,
+                    written_len,
+                    opts.remove_on_release,
+                ));
+            }
         };
-        let (doc, written_len, dead_owner) = match no_record {
-            None => match write_record(opts, path, &file, &previous, eviction.take()) {
-                Ok(written) => written,
-                Err(e) => return Err(unlocked(&file, e)),
-            },
-            Some(_) => (LockDocument::new(owner(opts), None, None), 0, None),
-        };
-        tracing::info!(
-            name: "lock_acquired",
-            event = "lock_acquired",
-            path = %path.display(),
-            pid = doc.owner.pid,
-            token = %doc.owner.token,
-            job = doc.owner.job.as_deref().unwrap_or(""),
-            waited_ms = started.elapsed().as_millis() as u64,
-            no_record = no_record.map(NoRecord::as_str),
-            previous_owner_pid = dead_owner.as_ref().map(|o| o.pid),
-            previous_owner_host = dead_owner.as_ref().map(|o| o.hostname.as_str()),
-        );
-        return Ok(LockGuard::new(
-            file,
-            path.to_path_buf(),
-            doc,
-            no_record,
-            written_len,
-            opts.remove_on_release,
-        ));
+        return Ok(without_record(opts, path, file, no_record, started));
     }
+}
+
+/// The guard of a lock whose file takes no record: who we are, written
+/// nowhere.
+fn without_record(
+    opts: &LockOptions,
+    path: &Path,
+    file: File,
+    reason: NoRecord,
+    started: Instant,
+) -> LockGuard {
+    let doc = LockDocument::new(owner(opts), None, None);
+    acquired(path, &doc.owner, Some(reason), None, started);
+    LockGuard::new(
+        file,
+        path.to_path_buf(),
+        doc,
+        Some(reason),
+        0,
+        opts.remove_on_release,
+    )
+}
+
+/// Emits `lock_acquired`: who took the lock, why it carries no record when
+/// it does not, and the previous owner when that one died holding it.
+pub(crate) fn acquired(
+    path: &Path,
+    owner: &OwnerRecord,
+    no_record: Option<NoRecord>,
+    previous_owner: Option<&OwnerRecord>,
+    started: Instant,
+) {
+    tracing::info!(
+        name: "lock_acquired",
+        event = "lock_acquired",
+        path = %path.display(),
+        pid = owner.pid,
+        token = %owner.token,
+        job = owner.job.as_deref().unwrap_or(""),
+        waited_ms = started.elapsed().as_millis() as u64,
+        no_record = no_record.map(NoRecord::as_str),
+        previous_owner_pid = previous_owner.map(|o| o.pid),
+        previous_owner_host = previous_owner.map(|o| o.hostname.as_str()),
+    );
 }
 
 /// No lock without a record is left behind by a failed acquire. Unlock
@@ -187,13 +270,15 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
 /// descriptor until its exec, and closing alone would leave the lock held
 /// until then.
 fn unlocked(file: &File, e: Error) -> Error {
-    let _ = file.unlock();
+    let _ = sys::unlock(file.as_fd());
     e
 }
 
-/// Takes the kernel lock on `file` as `wait` allows; `Some` when it was
-/// taken by evicting a hung holder.
-fn take_kernel_lock(
+/// Takes the exclusive lock on `file`, or, when it is held, judges its
+/// holder and evicts it if it broke its own heartbeat promise (see
+/// [`LockOptions::evict_after`]): eviction takes the wait over, judging
+/// again between slices of it. `Some` when the lock was taken by evicting.
+fn lock_or_evict(
     opts: &LockOptions,
     path: &Path,
     file: &File,
@@ -201,89 +286,134 @@ fn take_kernel_lock(
     started: Instant,
 ) -> Result<Option<Eviction>> {
     let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
-    match file.try_lock() {
-        Ok(()) => Ok(None),
-        Err(TryLockError::Error(e)) => Err(lock_err(e)),
-        // Eviction takes the wait over: it judges the holder, and waits in
-        // slices between judgements.
-        Err(TryLockError::WouldBlock) if opts.evict_after.is_some() => {
-            report_contention(path, file);
-            let patience = match wait {
-                Wait::No => Patience::Once,
-                Wait::Until(deadline) => Patience::Until(*deadline),
-                Wait::Forever => Patience::Forever,
-            };
-            evict::take(opts, path, file, patience, started)
+    if sys::try_lock(file.as_fd(), LockMode::Exclusive).map_err(lock_err)? {
+        return Ok(None);
+    }
+    report_contention(path, &|| read_owner(file));
+    let patience = match wait {
+        Wait::No => Patience::Once,
+        Wait::Until(deadline) => Patience::Until(*deadline),
+        Wait::Forever => Patience::Forever,
+    };
+    evict::take(opts, path, file, patience, started)
+}
+
+/// Takes the kernel lock on the open file `fd` refers to, in `mode`, as
+/// `wait` allows. `holder` reads the record to name in a contention error.
+pub(crate) fn take_kernel_lock(
+    path: &Path,
+    fd: BorrowedFd<'_>,
+    mode: LockMode,
+    wait: &Wait,
+    started: Instant,
+    holder: &dyn Fn() -> Option<Box<OwnerRecord>>,
+) -> Result<()> {
+    let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
+    if sys::try_lock(fd, mode).map_err(lock_err)? {
+        return Ok(());
+    }
+    match wait {
+        Wait::No => Err(contended(path, holder())),
+        Wait::Forever => {
+            report_contention(path, holder);
+            sys::lock(fd, mode).map_err(lock_err)
         }
-        Err(TryLockError::WouldBlock) => match wait {
-            Wait::No => Err(contended(path, file)),
-            Wait::Forever => {
-                report_contention(path, file);
-                loop {
-                    match file.lock() {
-                        Ok(()) => return Ok(None),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(lock_err(e)),
-                    }
-                }
+        Wait::Until(deadline) => {
+            report_contention(path, holder);
+            if sys::lock_until(fd, mode, *deadline).map_err(lock_err)? {
+                Ok(())
+            } else {
+                Err(Error::Timeout {
+                    path: path.to_path_buf(),
+                    waited: started.elapsed(),
+                    owner: holder(),
+                    not_evicted: None,
+                })
             }
-            Wait::Until(deadline) => {
-                report_contention(path, file);
-                if sys::lock_until(file, *deadline).map_err(lock_err)? {
-                    Ok(None)
-                } else {
-                    Err(Error::Timeout {
-                        path: path.to_path_buf(),
-                        waited: started.elapsed(),
-                        owner: read_owner(file),
-                        not_evicted: None,
-                    })
-                }
-            }
-        },
+        }
     }
 }
 
+/// The record of whoever holds the lock that a `mode` request on `file` did
+/// not get, for the error. Shared holders keep no record: a record in a file
+/// they hold is an earlier holder's, and naming it would blame the wrong
+/// process.
+pub(crate) fn holder_record(file: &File, mode: LockMode) -> Option<Box<OwnerRecord>> {
+    if mode == LockMode::Exclusive && sys::held_shared(file) {
+        return None;
+    }
+    read_owner(file)
+}
+
 /// Opens (creating if needed) the lock file without following a symlink and
-/// without blocking on a FIFO, and refuses anything but a regular file.
+/// without blocking on a FIFO, and refuses anything but a regular file (or a
+/// directory, when the options allow a lock without a record).
 ///
 /// The file is opened for reading and writing, so that a record can be
-/// written, unless `read_only` asks otherwise. A file that may not be written
-/// (its mode, a read-only mount, a running executable) is opened read-only
-/// when the options allow a lock without a record, as flock(1) opens every
-/// file.
+/// written, unless `read_only` asks otherwise or the lock is shared (which
+/// writes nothing). A file that may not be written (its mode, a read-only
+/// mount, a running executable) and a directory are opened read-only when
+/// the options allow a lock without a record, as flock(1) opens every file.
 fn open_lock_file(
+    itself: &Path,
     path: &Path,
     opts: &LockOptions,
     read_only: bool,
 ) -> Result<(File, sys::Identity, Access)> {
-    let open = |access: Access| {
-        sys::open_noatime(path, |path, extra| {
-            OpenOptions::new()
-                .read(true)
-                .write(access == Access::ReadWrite)
-                .create(access == Access::ReadWrite)
-                .mode(opts.mode)
-                // std adds O_CLOEXEC. O_NONBLOCK: opening a FIFO must not hang.
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | extra)
-                .open(path)
+    let open = |access: Access, create: bool| {
+        sys::open_noatime(itself, |path, extra| {
+            use rustix::fs::OFlags;
+            // O_NONBLOCK: opening a FIFO must not hang.
+            let mut flags = OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC
+                | OFlags::from_bits_retain(extra as _);
+            flags |= match access {
+                Access::ReadWrite => OFlags::RDWR,
+                Access::ReadOnly => OFlags::RDONLY,
+            };
+            if create {
+                flags |= OFlags::CREATE;
+            }
+            let mode = rustix::fs::Mode::from_raw_mode(opts.mode as rustix::fs::RawMode);
+            rustix::fs::open(path, flags, mode)
+                .map(File::from)
+                .map_err(io::Error::from)
         })
     };
-    let opened = if read_only {
-        open(Access::ReadOnly).map(|file| (file, Access::ReadOnly))
+    // Opening without creating: a file we may not write, or a directory
+    // (Linux refuses O_CREAT on one). When that fails too (not even
+    // readable, or missing and not creatable) the first refusal says why.
+    let read_only_after = |first: io::Error| {
+        open(Access::ReadOnly, false)
+            .map(|file| (file, Access::ReadOnly))
+            .map_err(|_| first)
+    };
+    let opened = if opts.shared && !read_only {
+        // A shared lock writes nothing, so reading is all it needs; like
+        // flock(1), it creates a missing file.
+        match open(Access::ReadOnly, true) {
+            Ok(file) => Ok((file, Access::ReadOnly)),
+            Err(e) if may_not_write(&e) || is_a_directory(&e) => read_only_after(e),
+            Err(e) => Err(e),
+        }
+    } else if read_only {
+        open(Access::ReadOnly, false).map(|file| (file, Access::ReadOnly))
     } else {
-        match open(Access::ReadWrite) {
+        match open(Access::ReadWrite, true) {
             Ok(file) => Ok((file, Access::ReadWrite)),
-            Err(e) if opts.record_optional && may_not_write(&e) => open(Access::ReadOnly)
-                .map(|file| (file, Access::ReadOnly))
-                // Not even readable (or missing, and not creatable): the
-                // first refusal says why.
-                .map_err(|_| e),
+            Err(e) if opts.record_optional && (may_not_write(&e) || is_a_directory(&e)) => {
+                read_only_after(e)
+            }
             Err(e) => Err(e),
         }
     };
     let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e).explain())?;
     let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    if id.is_dir() && opts.record_optional {
+        return Ok((file, id, access));
+    }
     if !id.is_regular() {
         return Err(Error::NotRegularFile {
             op: Operation::Open,
@@ -295,11 +425,17 @@ fn open_lock_file(
 }
 
 /// Whether opening for writing failed only because writing is not allowed.
-fn may_not_write(e: &io::Error) -> bool {
+pub(crate) fn may_not_write(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY)
     )
+}
+
+/// Whether an open failed because the path is a directory, which may not be
+/// opened for writing or with `O_CREAT`.
+fn is_a_directory(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EISDIR)
 }
 
 fn foreign_content(path: &Path, file: &File, content: &[u8]) -> Error {
@@ -330,14 +466,13 @@ fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
 
 /// Emits `lock_contended` before a wait, reading the holder's record only
 /// when someone listens.
-fn report_contention(path: &Path, file: &File) {
+fn report_contention(path: &Path, holder: &dyn Fn() -> Option<Box<OwnerRecord>>) {
     if tracing::enabled!(tracing::Level::INFO) {
-        let _ = contended(path, file);
+        let _ = contended(path, holder());
     }
 }
 
-fn contended(path: &Path, file: &File) -> Error {
-    let owner = read_owner(file);
+fn contended(path: &Path, owner: Option<Box<OwnerRecord>>) -> Error {
     if let Some(o) = &owner {
         tracing::info!(
             name: "lock_contended",
@@ -358,24 +493,26 @@ fn contended(path: &Path, file: &File) -> Error {
 }
 
 /// This process's record, with the promises the options make.
-fn owner(opts: &LockOptions) -> OwnerRecord {
+pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     owner.heartbeat_source = opts.heartbeat_source;
     owner.max_runtime_ms = opts.max_runtime.map(crate::record::millis);
     owner.kill_after_ms = opts.kill_after.map(crate::record::millis);
+    owner.release = opts.release;
     owner
 }
 
-/// Writes our record over the previous one of ours, carrying its history
-/// (last success, last run) along. Returns it, its length, and the previous
-/// owner when it died holding the lock.
-fn write_record(
-    opts: &LockOptions,
+/// Writes `owner`'s record over the previous one of ours, carrying its
+/// history (last success, last run) along, or, after an eviction, the
+/// evicted run's end. Returns it and its length.
+pub(crate) fn write_record(
+    owner: OwnerRecord,
     path: &Path,
     file: &File,
     previous: &[u8],
+    started: Instant,
     eviction: Option<Eviction>,
-) -> Result<(LockDocument, usize, Option<OwnerRecord>)> {
+) -> Result<(LockDocument, usize)> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     // Parse the previous document only when it has something to carry (a
     // success) or to report (an owner that died holding the lock); the
@@ -387,10 +524,11 @@ fn write_record(
         .and_then(|_| LockDocument::decode(previous).ok());
     let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
     let last_run = previous_doc.as_ref().and_then(|doc| doc.last_run.clone());
+    // A record whose release was never going to be marked tells of no death.
     let dead_owner = previous_doc
-        .filter(|doc| !doc.released)
+        .filter(|doc| !doc.released && doc.owner.release == Release::Recorded)
         .map(|doc| doc.owner);
-    let mut doc = LockDocument::new(owner(opts), last_success, last_run);
+    let mut doc = LockDocument::new(owner, last_success, last_run);
     if let Some(eviction) = eviction {
         eviction.record_into(&mut doc);
     }
@@ -402,5 +540,6 @@ fn write_record(
     if previous.len() > buf.len() {
         file.set_len(buf.len() as u64).map_err(write_err)?;
     }
-    Ok((doc, buf.len(), dead_owner))
+    acquired(path, &doc.owner, None, dead_owner.as_ref(), started);
+    Ok((doc, buf.len()))
 }

@@ -72,6 +72,13 @@ impl fmt::Display for Content {
 
 /// Why a held lock carries no owner record, by design rather than by
 /// accident.
+///
+/// When several reasons apply, the first of this order is given, both by a
+/// guard and by `inspect`: [`Directory`](NoRecord::Directory) (a directory
+/// never takes a record), [`Shared`](NoRecord::Shared) (a shared lock never
+/// writes one, whatever the file holds), then
+/// [`ForeignContent`](NoRecord::ForeignContent), [`ReadOnly`](NoRecord::ReadOnly)
+/// and [`Descriptor`](NoRecord::Descriptor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -82,14 +89,29 @@ pub enum NoRecord {
     /// mount, an executable that is running), and locked it read-only, as
     /// flock(1) does.
     ReadOnly,
+    /// The lock is a directory's, as flock(1) takes on a directory: nothing
+    /// in it is created or changed.
+    Directory,
+    /// The lock is held shared (`LOCK_SH`, flock(1)'s `-s`), by any number of
+    /// processes at once, none of which writes a record.
+    Shared,
+    /// The lock was taken on a descriptor that another process keeps open
+    /// (flock(1)'s descriptor form, `flock 9`), and no record could be
+    /// written for it safely: see
+    /// [`LockOptions::try_acquire_descriptor`](crate::LockOptions::try_acquire_descriptor).
+    Descriptor,
 }
 
 impl NoRecord {
-    /// The name `inspect --json` prints: `foreign_content` or `read_only`.
+    /// The name `inspect --json` prints: `foreign_content`, `read_only`,
+    /// `directory`, `shared` or `descriptor`.
     pub fn as_str(self) -> &'static str {
         match self {
             NoRecord::ForeignContent => "foreign_content",
             NoRecord::ReadOnly => "read_only",
+            NoRecord::Directory => "directory",
+            NoRecord::Shared => "shared",
+            NoRecord::Descriptor => "descriptor",
         }
     }
 }
@@ -99,6 +121,32 @@ impl fmt::Display for NoRecord {
         f.write_str(match self {
             NoRecord::ForeignContent => "the file holds content that is not ours",
             NoRecord::ReadOnly => "its holders locked it read-only",
+            NoRecord::Directory => "it is a directory",
+            NoRecord::Shared => "its holders hold it shared",
+            NoRecord::Descriptor => {
+                "it was locked through a descriptor that another process keeps open"
+            }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_record_names_match_their_json() {
+        for why in [
+            NoRecord::ForeignContent,
+            NoRecord::ReadOnly,
+            NoRecord::Directory,
+            NoRecord::Shared,
+            NoRecord::Descriptor,
+        ] {
+            assert_eq!(
+                serde_json::to_value(why).unwrap(),
+                serde_json::Value::from(why.as_str())
+            );
+        }
     }
 }

@@ -70,6 +70,8 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
         /// The holder's owner record, when the file held a readable one.
+        /// `None` when the holders hold the lock shared: they keep no record,
+        /// and one left in the file is an earlier holder's.
         owner: Option<Box<OwnerRecord>>,
         /// Why the holder was not evicted, when
         /// [`LockOptions::evict_after`](crate::LockOptions::evict_after) asked.
@@ -88,7 +90,8 @@ pub enum Error {
         path: PathBuf,
         /// How long the call waited.
         waited: Duration,
-        /// The holder's owner record at the moment the wait ended, when readable.
+        /// The holder's owner record at the moment the wait ended, when
+        /// readable (`None` against shared holders, as for `Contended`).
         owner: Option<Box<OwnerRecord>>,
         /// Why the holder was not evicted, when
         /// [`LockOptions::evict_after`](crate::LockOptions::evict_after) asked:

@@ -49,6 +49,7 @@ pub(crate) mod refused;
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, TryLockError};
 use std::io;
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -193,7 +194,7 @@ pub(crate) fn take(
             Patience::Until(deadline) => again.min(deadline),
             Patience::Forever => again,
         };
-        if sys::lock_until(file, until).map_err(lock_err)? {
+        if sys::lock_until(file.as_fd(), sys::LockMode::Exclusive, until).map_err(lock_err)? {
             return Ok(None);
         }
         if let Patience::Until(deadline) = patience
@@ -396,7 +397,7 @@ fn find_targets(
         .filter(|s| !s.exited)
         .ok_or(Why::OwnerGone { pid })?;
     let uids = sys::process_uids(pid);
-    let owner_holds = sys::process_holds(pid, id.dev, id.ino);
+    let owner_holds = sys::process_hold(pid, id.dev, id.ino).is_some();
     if pidfd.has_exited() {
         return Err(Why::OwnerGone { pid });
     }
@@ -422,7 +423,7 @@ fn find_targets(
         source,
     };
     let mut candidates = sys::processes_holding(id.dev, id.ino);
-    if let sys::KernelHold::Held(takers) = sys::KernelLocks::snapshot()
+    if let sys::KernelHold::Held { pids: takers, .. } = sys::KernelLocks::snapshot()
         .map_err(table_err)?
         .hold(file, id.dev, id.ino)
     {
@@ -439,13 +440,13 @@ fn find_targets(
     let mut holders = 0;
     for holder in candidates {
         if tree.contains(&holder) {
-            holders += usize::from(sys::process_holds(holder, id.dev, id.ino));
+            holders += usize::from(sys::process_hold(holder, id.dev, id.ino).is_some());
             continue;
         }
         let Some(pidfd) = open_pidfd(holder)? else {
             continue;
         };
-        let holds = sys::process_holds(holder, id.dev, id.ino);
+        let holds = sys::process_hold(holder, id.dev, id.ino).is_some();
         let readable = sys::descriptors_readable(holder);
         let uids = sys::process_uids(holder);
         if pidfd.has_exited() {
@@ -587,7 +588,7 @@ impl Plan {
             self.wait_exited(bound);
         }
         let taken = match bound {
-            Some(bound) => sys::lock_until(file, bound),
+            Some(bound) => sys::lock_until(file.as_fd(), sys::LockMode::Exclusive, bound),
             None => match file.try_lock() {
                 Ok(()) => Ok(true),
                 Err(TryLockError::WouldBlock) => Ok(false),

@@ -72,11 +72,12 @@ impl LockGuard {
 
     /// Why the lock file carries no record of ours, or `None` when it does.
     ///
-    /// Only a lock taken with
-    /// [`record_optional`](crate::LockOptions::record_optional) can lack one. Such a
-    /// guard never writes into the file: [`heartbeat`](Self::heartbeat) and
+    /// Only a shared lock ([`shared`](crate::LockOptions::shared)) or one
+    /// taken with [`record_optional`](crate::LockOptions::record_optional)
+    /// can lack one. Such a guard never writes into the file:
+    /// [`heartbeat`](Self::heartbeat) and
     /// [`record_success`](Self::record_success) do nothing, and release
-    /// only unlocks.
+    /// only unlocks (it never removes the file).
     pub fn no_record(&self) -> Option<NoRecord> {
         self.no_record
     }

@@ -34,7 +34,9 @@
 //! descriptor closes, which happens when the process dies for any reason.
 //! The next run acquires at once; nothing has to be cleaned up first. The lock
 //! excludes, and is excluded by, util-linux `flock(1)` and std's
-//! [`File::lock`](std::fs::File::lock) on the same file.
+//! [`File::lock`](std::fs::File::lock) on the same file. It may also be taken
+//! shared ([`LockOptions::shared`], flock(1)'s `-s`): shared holders hold it
+//! together, and exclude every exclusive holder, in both directions.
 //!
 //! Advisory means the lock binds only those who take it: it does not stop
 //! anyone from reading, writing or deleting the file. It is one lock per open
@@ -62,15 +64,18 @@
 //! in the code.
 //!
 //! 1. **Open** the path with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC`,
-//!    read-write and creating it when missing (read-only for a file that is
-//!    not ours, see below). Anything but a regular file is refused: a symlink
-//!    is never followed, a FIFO never waited on.
-//! 2. **Lock** the open file with `flock(LOCK_EX)`: at once, until a deadline
-//!    (a per-thread timer interrupts the wait), or for as long as it takes.
+//!    read-write and creating it when missing; read-only for a shared lock,
+//!    a file that is not ours or may not be written, and a directory (never
+//!    created). Anything else but a regular file is refused: a symlink is
+//!    never followed (not even one named `link/`), a FIFO never waited on.
+//! 2. **Lock** the open file with `flock(LOCK_EX)` (`LOCK_SH` for a shared
+//!    lock): at once, until a deadline (a per-thread timer interrupts the
+//!    wait), or for as long as it takes.
 //! 3. **Check the identity**: `fstat` of the locked descriptor against `stat`
 //!    of the path. When they name different inodes (the file was unlinked or
 //!    replaced while we waited), close and start again at step 1.
-//! 4. **Read** the first bytes and classify them ([`Content`]). Content that
+//! 4. **Read** the first bytes and classify them ([`Content`]); a directory
+//!    and a shared lock skip to the end here, writing nothing. Content that
 //!    is not ours is never written: the acquire fails, or (with
 //!    [`LockOptions::record_optional`]) unlocks, reopens read-only and starts
 //!    again at step 1 without writing anything.
@@ -86,6 +91,11 @@
 //!    lock with a non-blocking `flock`, re-check under the lock that the path
 //!    still names that inode with the same size, modification time and
 //!    content and that no other tool holds a POSIX lock on it, unlink, close.
+//!
+//! A descriptor lock ([`LockOptions::try_acquire_descriptor`]) skips steps
+//! 1 and 3 (it has no path of its own) and writes its record through a fresh
+//! open file of `/proc/self/fd/N`, so that the shell's offset, `O_APPEND` and
+//! lock are left alone.
 //!
 //! **Why exclusion holds.** A guard claims "I hold the lock on the inode that
 //! the path names". Two guards for one path would need two inodes named by
@@ -144,6 +154,31 @@
 //! guard then says why there is no record ([`LockGuard::no_record`]), and
 //! writes nothing, ever: no heartbeat, no success, no release mark.
 //!
+//! The other forms of flock(1) keep no record either, by design
+//! ([`NoRecord`] names each):
+//!
+//! - **A directory** is locked, with `record_optional`, through a read-only
+//!   descriptor of it (never created, no symlink followed); nothing in it is
+//!   created or changed. [`inspect`] of the directory reports its own lock,
+//!   and [`inspect_dir`] adds a row for it while someone holds it, so that the
+//!   lock is never invisible.
+//! - **A shared lock** ([`LockOptions::shared`]) has many holders at once and
+//!   no one owner to name: it writes nothing, whatever the file holds.
+//!   `inspect` lists every holder from the kernel's table, and an older record
+//!   left in the file is no evidence against them.
+//! - **A descriptor** that the calling shell keeps open (`exec 9>job.lock;
+//!   flock -n 9`), locked with [`LockOptions::try_acquire_descriptor`]: the
+//!   lock belongs to the shell's open file and outlives this process. A
+//!   record is written only into an empty or own file, through an open file
+//!   of our own, and only when the parent process provably shares the locked
+//!   one; it names the parent, and says that its release is not recorded
+//!   ([`Release::Unrecorded`]), so that the file reads `free`, not `stale`,
+//!   once the shell has let go. [`unlock_descriptor`] is `flock -u 9`.
+//!
+//! A holder that keeps no record by design raises no `holder_mismatch` or
+//! `owner_dead` finding in `inspect`, and [`reap`] never removes a file that
+//! is not ours, nor a directory.
+//!
 //! # Caveats
 //!
 //! - **Network filesystems.** `flock` on NFS is emulated with byte-range
@@ -179,9 +214,18 @@
 //! polling (1 ms doubling to 50 ms).
 //!
 //! Other Unix systems compile with fallbacks: `inspect` probes a file with a
-//! shared non-blocking lock for a few microseconds (a concurrent
-//! `try_acquire` in that instant reports contention), bounded waits poll, and
-//! records carry no boot id, start time or PID namespace.
+//! shared, then an exclusive, non-blocking lock for a few microseconds (a
+//! concurrent `try_acquire` in that instant reports contention), bounded
+//! waits poll, and records carry no boot id, start time or PID namespace.
+//! Without `/proc`, a contention error against shared holders may name an
+//! older record left in the file, and a descriptor lock never writes a record
+//! (no fresh open file of a descriptor can be had, and no parent shown to
+//! share it).
+//!
+//! On Linux, a descriptor lock tells whether the parent shares the locked
+//! open file with kcmp(2); where kcmp is not allowed (the default seccomp
+//! profile of many container runtimes), the exclusive lock itself tells,
+//! from the parent's `/proc/PID/fdinfo`.
 //!
 //! # Events
 //!
@@ -199,6 +243,7 @@
 mod acquire;
 mod beat;
 mod content;
+mod descriptor;
 mod dir;
 mod error;
 mod evict;
@@ -217,6 +262,7 @@ mod wait;
 
 pub use beat::beat;
 pub use content::{Content, NoRecord};
+pub use descriptor::{DescriptorLock, unlock_descriptor};
 pub use dir::default_lock_dir;
 pub use error::{Error, Operation, Result};
 pub use evict::EvictionRefused;
@@ -230,6 +276,6 @@ pub use inspect::{
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};
 pub use record::{
-    DecodeError, Evicted, FORMAT_VERSION, HeartbeatSource, OwnerRecord, decode_record,
+    DecodeError, Evicted, FORMAT_VERSION, HeartbeatSource, OwnerRecord, Release, decode_record,
 };
 pub use wait::Wait;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::HeartbeatSource;
+use crate::{HeartbeatSource, Release};
 
 /// Options for taking a lock; finish with [`acquire`](LockOptions::acquire)
 /// or [`try_acquire`](LockOptions::try_acquire).
@@ -32,10 +32,12 @@ pub struct LockOptions {
     pub(crate) mode: u32,
     pub(crate) remove_on_release: bool,
     pub(crate) record_optional: bool,
+    pub(crate) shared: bool,
     pub(crate) heartbeat_source: Option<HeartbeatSource>,
     pub(crate) max_runtime: Option<Duration>,
     pub(crate) evict_after: Option<Duration>,
     pub(crate) kill_after: Option<Duration>,
+    pub(crate) release: Release,
 }
 
 impl Default for LockOptions {
@@ -54,10 +56,12 @@ impl LockOptions {
             mode: 0o644,
             remove_on_release: false,
             record_optional: false,
+            shared: false,
             heartbeat_source: None,
             max_runtime: None,
             evict_after: None,
             kill_after: None,
+            release: Release::Recorded,
         }
     }
 
@@ -206,6 +210,39 @@ impl LockOptions {
         self
     }
 
+    /// Whether the holder will be there to mark its release in the record,
+    /// written into it so that `inspect` can tell a lock let go cleanly from
+    /// one whose owner died holding it.
+    ///
+    /// [`Release::Unrecorded`] is for a holder that hands the lock on and
+    /// goes away before it ends: a process that execs its command in place
+    /// (flock(1)'s `-F`), which then holds the lock until it exits, and
+    /// marks nothing. Once nobody holds such a lock, `inspect` calls the file
+    /// `free`, not `stale`, and raises no `owner_dead`; the price is that a
+    /// holder that died cannot be told from one that finished. A guard that
+    /// is released still marks its record released.
+    ///
+    /// Default: [`Release::Recorded`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfile::{LockOptions, LockState, Release};
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("exec.lock");
+    /// let guard = LockOptions::new().release(Release::Unrecorded).try_acquire(&path)?;
+    /// assert_eq!(guard.record().release, Release::Unrecorded);
+    /// guard.disown(); // as an exec would: nobody marks the release
+    /// assert_eq!(lockfile::inspect(&path)?.state, LockState::Free);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn release(&mut self, release: Release) -> &mut Self {
+        self.release = release;
+        self
+    }
+
     /// The permission bits of a newly created lock file, before the umask.
     /// An existing file keeps its mode.
     ///
@@ -239,7 +276,7 @@ impl LockOptions {
     /// Whether a file that cannot take an owner record is locked anyway,
     /// without one, rather than refused.
     ///
-    /// Two kinds of file cannot take a record:
+    /// Three kinds of file cannot take a record:
     ///
     /// - a file holding someone else's content (a script that locks itself,
     ///   as in flock(1)'s manual, a data file, another tool's lock or PID
@@ -247,21 +284,83 @@ impl LockOptions {
     ///   is locked through a read-only descriptor, so that it can still be
     ///   executed while locked;
     /// - a file this process may read but not write (its mode, a read-only
-    ///   mount), which is locked read-only, as flock(1) locks every file.
+    ///   mount), which is locked read-only, as flock(1) locks every file;
+    /// - a directory, as flock(1) locks one: it is opened read-only (never
+    ///   created, and a symlink is not followed) and nothing in it is created
+    ///   or changed.
     ///
     /// Exclusion is the same either way: the kernel lock does not care how
-    /// the file was opened. What is lost is what the record gives: `inspect`
-    /// names the holder from the kernel's table but has no job, token or
-    /// heartbeat to show, and no success is recorded.
+    /// the file was opened, and a directory's lock excludes flock(1) on that
+    /// directory. What is lost is what the record gives: `inspect` names the
+    /// holder from the kernel's table but has no job, token or heartbeat to
+    /// show, and no success is recorded.
     /// [`LockGuard::no_record`](crate::LockGuard::no_record) says which case applies.
     ///
     /// Default: false. Such files fail with
     /// [`Error::ForeignContent`](crate::Error::ForeignContent) (nothing
-    /// written), or with the error that refused writing
+    /// written), with the error that refused writing
     /// ([`Error::PermissionDenied`](crate::Error::PermissionDenied),
-    /// [`Error::ReadOnlyFilesystem`](crate::Error::ReadOnlyFilesystem)).
+    /// [`Error::ReadOnlyFilesystem`](crate::Error::ReadOnlyFilesystem)), or,
+    /// for a directory, with
+    /// [`Error::NotRegularFile`](crate::Error::NotRegularFile).
     pub fn record_optional(&mut self, optional: bool) -> &mut Self {
         self.record_optional = optional;
         self
+    }
+
+    /// Whether the lock is shared (`LOCK_SH`, flock(1)'s `-s`) rather than
+    /// exclusive.
+    ///
+    /// Any number of shared holders hold the lock together, and together they
+    /// exclude every exclusive holder (ours, flock(1)'s `-x`, std's
+    /// [`File::lock`](std::fs::File::lock)), which in turn excludes them.
+    /// That is a readers-writer lock: readers of a resource take it shared, the
+    /// one writer exclusive.
+    ///
+    /// A shared lock never writes a record: with many holders at once, there
+    /// is no one owner to name. The file is opened read-only (created, empty,
+    /// when missing) and left exactly as it is, whatever it holds, so
+    /// [`record_optional`](Self::record_optional) is not needed for content
+    /// that is not ours; it still decides whether a directory is locked. The
+    /// guard says [`NoRecord::Shared`](crate::NoRecord::Shared), and `inspect`
+    /// lists every holder from the kernel's table, with
+    /// [`no_record`](crate::LockReport::no_record) `Shared` and no finding
+    /// against an older record left in the file.
+    ///
+    /// A shared request against an exclusive holder, and an exclusive request
+    /// against shared holders, fail with
+    /// [`Error::Contended`](crate::Error::Contended) (or wait, as
+    /// [`acquire`](Self::acquire) does). Shared holders have no record, so
+    /// the error against them carries no owner.
+    ///
+    /// Default: false, an exclusive lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfile::{LockOptions, NoRecord};
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("cache.lock");
+    /// let reader = LockOptions::new().shared(true).try_acquire(&path)?;
+    /// let other_reader = LockOptions::new().shared(true).try_acquire(&path)?;
+    /// assert_eq!(reader.no_record(), Some(NoRecord::Shared));
+    /// // The writer waits for both readers.
+    /// assert!(LockOptions::new().try_acquire(&path).unwrap_err().is_contended());
+    /// # drop((reader, other_reader));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shared(&mut self, shared: bool) -> &mut Self {
+        self.shared = shared;
+        self
+    }
+
+    pub(crate) fn lock_mode(&self) -> crate::sys::LockMode {
+        if self.shared {
+            crate::sys::LockMode::Shared
+        } else {
+            crate::sys::LockMode::Exclusive
+        }
     }
 }

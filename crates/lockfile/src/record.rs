@@ -124,6 +124,13 @@ pub struct OwnerRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     // Boxed: most records have none, and every guard carries its record.
     pub evicted: Option<Box<Evicted>>,
+    /// Whether the release of this lock will be marked in the record.
+    /// [`Release::Unrecorded`] for a record written on behalf of a process
+    /// that holds the lock through a descriptor of its own (flock(1)'s
+    /// descriptor form): it may let go by closing it, which marks nothing.
+    /// Written only when unrecorded.
+    #[serde(default, skip_serializing_if = "Release::is_recorded")]
+    pub release: Release,
 }
 
 /// The run that a holder evicted to take the lock: it had broken its
@@ -148,6 +155,38 @@ impl Evicted {
     /// How long the evicted run's heartbeat had been silent.
     pub fn silent(&self) -> Duration {
         Duration::from_millis(self.silent_ms)
+    }
+}
+
+/// Whether a record's release will be marked in the file (its `released`
+/// flag), which is how `inspect` tells a lock released cleanly (`free`) from
+/// one whose owner died holding it (`stale`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Release {
+    /// The holder marks the record released when it lets go: an unreleased
+    /// record on a lock nobody holds is a dead owner's litter (`stale`).
+    #[default]
+    Recorded,
+    /// Nobody is there to mark it: the record was written for a process that
+    /// holds the lock through its own descriptor (a shell's `exec 9>file`)
+    /// and releases it by closing that, or by exiting. Once nobody holds the
+    /// lock, `inspect` calls the file `free`, not `stale`.
+    Unrecorded,
+}
+
+impl Release {
+    /// `recorded` or `unrecorded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Release::Recorded => "recorded",
+            Release::Unrecorded => "unrecorded",
+        }
+    }
+
+    fn is_recorded(&self) -> bool {
+        *self == Release::Recorded
     }
 }
 
@@ -195,6 +234,7 @@ impl OwnerRecord {
             max_runtime_ms: None,
             kill_after_ms: None,
             evicted: None,
+            release: Release::Recorded,
         }
     }
 
@@ -600,6 +640,7 @@ mod tests {
                 job: Some("nightly".to_owned()),
                 silent_ms: 61_500,
             })),
+            release: Release::Recorded,
         }
     }
 
@@ -753,6 +794,19 @@ mod tests {
     }
 
     #[test]
+    fn only_an_unrecorded_release_is_written() {
+        let mut buf = Vec::new();
+        LockDocument::new(sample(), None, None).encode_into(&mut buf);
+        assert!(!String::from_utf8_lossy(&buf).contains("release\":"));
+        let mut owner = sample();
+        owner.release = Release::Unrecorded;
+        let doc = LockDocument::new(owner, None, None);
+        doc.encode_into(&mut buf);
+        assert!(String::from_utf8_lossy(&buf).contains(r#""release":"unrecorded""#));
+        assert_eq!(LockDocument::decode(&buf), Ok(doc));
+    }
+
+    #[test]
     fn current_describes_this_process() {
         let rec = OwnerRecord::current(Some("job"), Some(Duration::from_secs(2)));
         assert_eq!(rec.pid, std::process::id());
@@ -783,6 +837,7 @@ mod tests {
             evicted in proptest::option::of(
                 (any::<u128>(), any::<u32>(), proptest::option::of(".{0,40}"), 0u64..1 << 40)
             ),
+            unrecorded in any::<bool>(),
         ) -> OwnerRecord {
             OwnerRecord {
                 pid, hostname, boot_id, pid_namespace, start_time,
@@ -795,6 +850,7 @@ mod tests {
                 evicted: evicted.map(|(token, pid, job, silent_ms)| Box::new(Evicted {
                     token: Uuid::from_u128(token), pid, job, silent_ms,
                 })),
+                release: if unrecorded { Release::Unrecorded } else { Release::Recorded },
             }
         }
     }

@@ -246,10 +246,12 @@ fn a_directory_at_the_lock_path_is_refused() {
         ),
         "{err:?}"
     );
-    assert!(matches!(
-        lockfile::inspect(&path),
-        Err(Error::NotRegularFile { .. })
-    ));
+    // Nothing was created in it, and nothing holds it.
+    assert_eq!(std::fs::read_dir(&path).unwrap().count(), 0);
+    // inspect reports a directory's own lock (see tests/directory.rs).
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Free);
+    assert_eq!(report.no_record, Some(NoRecord::Directory));
 }
 
 #[test]

@@ -1,7 +1,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-use lockfile::{Error, LockGuard, LockOptions, LockState};
+use lockfile::{Error, LockGuard, LockOptions, LockState, Release};
 
 use crate::support::{ChildHolder, assert_acquirable, lock_path, tempdir};
 
@@ -210,4 +210,32 @@ fn a_long_record_still_carries_the_last_success() {
     assert_eq!(guard.last_success(), Some(first));
     let err = LockGuard::try_acquire(&path).unwrap_err();
     assert_eq!(err.owner().unwrap().job.as_deref(), Some(job.as_str()));
+}
+
+#[test]
+fn a_record_whose_release_is_unrecorded_is_free_once_nobody_holds_it() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "exec.lock");
+    // As flock(1)'s -F leaves it: the holder execs away, nobody marks the
+    // release.
+    let guard = LockOptions::new()
+        .release(Release::Unrecorded)
+        .try_acquire(&path)
+        .unwrap();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Held);
+    assert_eq!(report.owner.as_ref().unwrap().release, Release::Unrecorded);
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    guard.disown();
+    let report = lockfile::inspect(&path).unwrap();
+    assert_eq!(report.state, LockState::Free);
+    assert!(!report.released);
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+
+    // The same holder with its release recorded, gone without marking it,
+    // leaves litter.
+    let guard = LockGuard::try_acquire(&path).unwrap();
+    assert_eq!(guard.record().release, Release::Recorded);
+    guard.disown();
+    assert_eq!(lockfile::inspect(&path).unwrap().state, LockState::Stale);
 }

@@ -4,6 +4,8 @@ mod support;
 
 mod content;
 mod contention;
+mod descriptor;
+mod directory;
 mod evict;
 mod faults;
 mod fuzz_bodies;
@@ -14,6 +16,7 @@ mod interop;
 mod model;
 mod races;
 mod reap;
+mod shared;
 mod silence;
 
 /// Not a test: the entry point of child processes spawned by the tests

@@ -135,6 +135,7 @@ mod tests {
             owner: Some(owner),
             released: false,
             holders: Vec::new(),
+            shared: false,
             age: Some(Duration::from_secs(10)),
             heartbeat_age: Some(Duration::from_secs(1)),
             last_success: None,

@@ -16,6 +16,7 @@ use std::path::Path;
 
 pub use finding::{Finding, Severity, Status};
 pub use health::Unhealthy;
+pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::open_for_inspect;
 pub use options::InspectOptions;
 pub use report::{LockReport, LockState};
@@ -33,7 +34,17 @@ impl InspectOptions {
     pub fn inspect(&self, path: impl AsRef<Path>) -> Result<LockReport> {
         let path = path.as_ref();
         let mut scan = Scan::new(self, path)?;
-        let file = match open_for_inspect(path) {
+        // Never what a symlink named `link/` points to; and `dir/` names a
+        // directory, as the kernel reads it.
+        let itself = crate::sys::without_trailing_slash(path);
+        let names_dir = matches!(itself, std::borrow::Cow::Owned(_));
+        let file = match open_for_inspect(&itself) {
+            Ok(file) if names_dir && !file.metadata().is_ok_and(|m| m.is_dir()) => {
+                return Err(open_error(
+                    path,
+                    io::Error::from_raw_os_error(libc::ENOTDIR),
+                ));
+            }
             Ok(file) => Some(file),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(open_error(path, e)),
@@ -52,6 +63,11 @@ impl InspectOptions {
         let mut scan = Scan::new(self, dir)?;
         let dir_fd = open_dir(dir)?;
         let mut reports = Vec::new();
+        match scan.own_lock(dir, &dir_fd) {
+            Ok(Some(report)) => reports.push(Ok(report)),
+            Ok(None) => {}
+            Err(e) => reports.push(Err(e)),
+        }
         for name in lock_file_names(dir, &dir_fd)? {
             let path = dir.join(&name);
             let report = match open_for_inspect_at(&dir_fd, Path::new(&name)) {
@@ -68,10 +84,18 @@ impl InspectOptions {
 /// Inspects one lock file with default [`InspectOptions`], without taking the
 /// lock.
 ///
+/// A directory at the path is reported as a lock of its own, as flock(1)
+/// takes one on a directory: [`LockState::Held`] (with its holders) or
+/// [`LockState::Free`], [`no_record`](LockReport::no_record)
+/// [`NoRecord::Directory`](crate::NoRecord::Directory), and no content. To
+/// inspect the lock files *in* a directory, use [`inspect_dir`].
+///
 /// # Errors
 ///
-/// [`Error::Symlink`](crate::Error::Symlink) or [`Error::NotRegularFile`](crate::Error::NotRegularFile) when something other than
-/// a regular file sits at the path; [`Error::PermissionDenied`](crate::Error::PermissionDenied) when it
+/// [`Error::Symlink`](crate::Error::Symlink) or
+/// [`Error::NotRegularFile`](crate::Error::NotRegularFile) when a symlink
+/// or something other than a regular file or a directory (a FIFO, a
+/// device) sits at the path; [`Error::PermissionDenied`](crate::Error::PermissionDenied) when it
 /// cannot be read; [`Error::Io`](crate::Error::Io) when `/proc/locks` cannot be read. A missing
 /// file is not an error: its state is [`LockState::Absent`].
 ///
@@ -96,7 +120,19 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<LockReport> {
 /// Inspects every `*.lock` file in `dir` (sorted by name) with default
 /// [`InspectOptions`]. One entry per file: a file that cannot be inspected (a
 /// symlink, a FIFO, an unreadable file) gets its own error, and the scan goes
-/// on.
+/// on. A `*.lock` entry that is a directory is reported as a directory's lock
+/// (see [`inspect`]).
+///
+/// When someone holds the lock of `dir` itself (`flock DIR cmd`), the first
+/// entry reports that lock: its path is `dir`, its state
+/// [`LockState::Held`], its holders named, and its
+/// [`no_record`](LockReport::no_record)
+/// [`NoRecord::Directory`](crate::NoRecord::Directory). A directory nobody
+/// holds locked adds no entry, so the listing stays that of its lock files.
+/// That entry carries no silence finding
+/// ([`expect_every`](InspectOptions::expect_every)): it is shown so that the
+/// lock is never invisible, not as one of the lock files the alarm watches.
+/// [`reap`](crate::reap) leaves the directory alone.
 ///
 /// The kernel's lock table is read once for the whole directory, and no lock
 /// is taken.

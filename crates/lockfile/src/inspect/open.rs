@@ -10,10 +10,7 @@ use crate::{Error, Result, sys};
 /// The names of the `*.lock` entries of the open directory `dir_fd`, sorted.
 /// Listed through the descriptor the files are then opened from, so that a
 /// directory renamed or replaced meanwhile cannot mix two listings.
-pub(super) fn lock_file_names(
-    dir: &Path,
-    dir_fd: &rustix::fd::OwnedFd,
-) -> Result<Vec<std::ffi::OsString>> {
+pub(super) fn lock_file_names(dir: &Path, dir_fd: &File) -> Result<Vec<std::ffi::OsString>> {
     use std::os::unix::ffi::OsStrExt;
     let read_err =
         |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into()).explain();
@@ -28,12 +25,14 @@ pub(super) fn lock_file_names(
     Ok(names)
 }
 
-pub(super) fn open_dir(dir: &Path) -> Result<rustix::fd::OwnedFd> {
+/// Opens a directory to list it, and to look at its own lock.
+pub(super) fn open_dir(dir: &Path) -> Result<File> {
     rustix::fs::open(
         dir,
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
+    .map(File::from)
     .map_err(|e| Error::from_io(Operation::ReadDir, dir, e.into()).explain())
 }
 

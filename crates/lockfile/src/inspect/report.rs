@@ -17,8 +17,11 @@ use crate::{DecodeError, Holder, LastRun, OwnerRecord};
 pub enum LockState {
     /// There is no file at the path.
     Absent,
-    /// Nobody holds the kernel lock, and the file is empty or its record says
-    /// the lock was released cleanly: the normal resting state of a lock.
+    /// Nobody holds the kernel lock, and the file is empty, or its record says
+    /// the lock was released cleanly, or says its release is not recorded
+    /// ([`Release::Unrecorded`](crate::Release::Unrecorded): a lock held
+    /// through a shell's descriptor, let go by a close). The normal resting
+    /// state of a lock; also a directory nobody holds locked.
     Free,
     /// Someone holds the kernel lock.
     Held,
@@ -62,10 +65,17 @@ pub struct LockReport {
     /// Whether the record says its owner released the lock cleanly.
     pub released: bool,
     /// The processes holding the kernel lock (empty unless `Held`; empty too
-    /// when the holder is not visible from this PID namespace).
+    /// when the holder is not visible from this PID namespace). Every holder
+    /// of a shared lock is listed.
     pub holders: Vec<Holder>,
+    /// Whether the holders hold the lock shared (`LOCK_SH`, flock(1)'s `-s`):
+    /// any number of them at once, none with a record. False unless `Held`,
+    /// and on platforms that cannot tell.
+    pub shared: bool,
     /// How long the recorded owner has held (or, when stale, had held) the
-    /// lock; `None` when the record is released or missing.
+    /// lock; `None` when the record is released or missing, when nobody
+    /// holds a lock whose release is unrecorded, and when the holders keep
+    /// no record ([`no_record`](Self::no_record)).
     pub age: Option<Duration>,
     /// Time since the last heartbeat (the file's modification time), for
     /// held and stale files.
@@ -82,11 +92,15 @@ pub struct LockReport {
     /// whose holder wrote none).
     pub content_error: Option<DecodeError>,
     /// What the file holds: a record of ours, nothing, a torn record, or
-    /// someone else's content. `None` when there is no file.
+    /// someone else's content. `None` when there is no file, and for a
+    /// directory, whose [`no_record`](Self::no_record) says
+    /// [`NoRecord::Directory`].
     pub content: Option<Content>,
     /// Why the file carries no record of its holders, when that is by
-    /// design: its content is not ours, or they hold it read-only. Such
-    /// holders raise no `holder_mismatch` or `owner_dead` finding.
+    /// design: it is a directory, they hold it shared, its content is not
+    /// ours, or they hold it read-only. Such holders raise no
+    /// `holder_mismatch` or `owner_dead` finding, and an older record left in
+    /// the file is no evidence against them.
     pub no_record: Option<NoRecord>,
     /// Everything worth telling, most severe first.
     pub findings: Vec<Finding>,
@@ -146,6 +160,7 @@ impl Serialize for LockReport {
             released: bool,
             holder_pid: Option<u32>,
             holders: &'a [Holder],
+            shared: bool,
             age_seconds: Option<f64>,
             heartbeat_age_seconds: Option<f64>,
             #[serde(serialize_with = "opt_time")]
@@ -164,6 +179,7 @@ impl Serialize for LockReport {
             released: self.released,
             holder_pid: self.holders.first().map(|h| h.pid),
             holders: &self.holders,
+            shared: self.shared,
             age_seconds: self.age.map(|d| d.as_secs_f64()),
             heartbeat_age_seconds: self.heartbeat_age.map(|d| d.as_secs_f64()),
             last_success: self.last_success,

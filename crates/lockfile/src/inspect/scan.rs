@@ -15,8 +15,8 @@ use super::options::InspectOptions;
 use super::report::{LockReport, LockState};
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
-use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
-use crate::sys::{self, KernelHold, KernelLocks, ProcessIdentity};
+use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES, Release};
+use crate::sys::{self, KernelHold, KernelLocks, LockMode, ProcessIdentity};
 use crate::{Error, OwnerRecord, Result};
 
 /// State shared by every file of one inspection: the options, the kernel's
@@ -56,6 +56,18 @@ impl<'a> Scan<'a> {
         Ok(report)
     }
 
+    /// The report on the lock of the directory `dir` itself, when someone
+    /// holds it: a row of its own beside the directory's lock files, so that
+    /// the lock is never invisible. No silence finding: the row is there to
+    /// show the holders, not as one of the lock files the alarm watches.
+    pub(super) fn own_lock(&mut self, dir: &Path, file: &File) -> Result<Option<LockReport>> {
+        let mut report = self.examine_settled(dir, Some(file))?;
+        report
+            .findings
+            .sort_by_key(|f| std::cmp::Reverse(f.severity()));
+        Ok((report.state == LockState::Held).then_some(report))
+    }
+
     /// Examines the file until a verdict holds still: a live owner's lock
     /// that looks abandoned is looked at again once its content changed
     /// (it was being released, or taken anew, while we looked).
@@ -89,6 +101,7 @@ fn empty_report(path: &Path) -> LockReport {
         owner: None,
         released: false,
         holders: Vec::new(),
+        shared: false,
         age: None,
         heartbeat_age: None,
         last_success: None,
@@ -103,6 +116,16 @@ fn empty_report(path: &Path) -> LockReport {
 }
 
 /// What one read of a lock file gave: which file it is, and its content.
+/// A directory has no content to read: only its lock is looked at.
+// Made once per file and taken apart at once: a box would only cost an
+// allocation per file.
+#[allow(clippy::large_enum_variant)]
+enum Read {
+    File(Sample),
+    Directory { dev: u64, ino: u64 },
+}
+
+/// Which file a lock file is, and its content.
 struct Sample {
     dev: u64,
     ino: u64,
@@ -122,7 +145,13 @@ impl Scan<'_> {
         report: &mut LockReport,
         last_attempt: bool,
     ) -> Result<Verdict> {
-        let sample = self.read(path, file, report)?;
+        let sample = match self.read(path, file, report)? {
+            Read::File(sample) => sample,
+            Read::Directory { dev, ino } => {
+                self.examine_directory(file, dev, ino, report);
+                return Ok(Verdict::Settled);
+            }
+        };
         // What can be said of an unreleased local record's owner.
         let liveness = sample
             .doc
@@ -133,19 +162,43 @@ impl Scan<'_> {
             return Ok(Verdict::Moving);
         };
         report.state = state(&hold, sample.doc.as_ref(), sample.content_error.as_ref());
-        if let KernelHold::Held(pids) = &hold {
+        if let KernelHold::Held { pids, shared } = &hold {
             report.holders = holders(pids, sample.dev, sample.ino);
+            report.shared = *shared;
         }
         self.findings(file, sample, liveness, report);
         Ok(Verdict::Settled)
     }
 
+    /// A directory's lock, as flock(1) takes one: held or free, by whom, and
+    /// never a record.
+    fn examine_directory(&mut self, dir: &File, dev: u64, ino: u64, report: &mut LockReport) {
+        report.no_record = Some(NoRecord::Directory);
+        match self.locks.hold(dir, dev, ino) {
+            KernelHold::Free => report.state = LockState::Free,
+            KernelHold::Held { pids, shared } => {
+                report.state = LockState::Held;
+                report.holders = holders(&pids, dev, ino);
+                report.shared = shared;
+            }
+        }
+        self.network_finding(dir, dev, report);
+    }
+
     /// Reads the file's metadata and first bytes into the report and
     /// `self.buf`, and decodes them.
-    fn read(&mut self, path: &Path, file: &File, report: &mut LockReport) -> Result<Sample> {
+    fn read(&mut self, path: &Path, file: &File, report: &mut LockReport) -> Result<Read> {
         let meta = file
             .metadata()
             .map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+        if meta.file_type().is_dir() {
+            report.size = meta.size();
+            report.modified = meta.modified().ok();
+            return Ok(Read::Directory {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            });
+        }
         if !meta.file_type().is_file() {
             return Err(Error::NotRegularFile {
                 op: Operation::Read,
@@ -169,13 +222,13 @@ impl Scan<'_> {
             Ok(doc) => (Some(doc), None),
             Err(e) => (None, Some(e)),
         };
-        Ok(Sample {
+        Ok(Read::File(Sample {
             dev: meta.dev(),
             ino: meta.ino(),
             len,
             doc,
             content_error,
-        })
+        }))
     }
 
     /// Who holds the kernel lock, from the table, reconciled with the record;
@@ -198,9 +251,14 @@ impl Scan<'_> {
         // the owner took it after the table was read (for a directory, the
         // table is as old as the scan). The owner's own descriptors settle it
         // when we may look at them.
-        if matches!(liveness, Some(Liveness::Alive)) && sys::process_holds(doc.owner.pid, dev, ino)
-        {
-            Some(KernelHold::Held(vec![i64::from(doc.owner.pid)]))
+        let owner_hold = matches!(liveness, Some(Liveness::Alive))
+            .then(|| sys::process_hold(doc.owner.pid, dev, ino))
+            .flatten();
+        if let Some(owner_hold) = owner_hold {
+            Some(KernelHold::Held {
+                pids: vec![i64::from(doc.owner.pid)],
+                shared: owner_hold.mode == LockMode::Shared,
+            })
         } else if !last_attempt && self.changed_since_read(file, sample.len) {
             // Or the owner released (or released and took it again) since we
             // read the record.
@@ -229,8 +287,12 @@ impl Scan<'_> {
             report.last_success = doc.last_success;
             report.last_run = doc.last_run.as_deref().cloned();
             // A record that the holders could not have written (they hold
-            // the file read-only) is history, no evidence against them.
-            if !doc.released && report.no_record.is_none() {
+            // the file read-only, or shared) is history, no evidence against
+            // them. Nor is a record whose release nobody was to mark, once
+            // nobody holds the lock: it was let go by a close.
+            let open = !doc.released
+                && (doc.owner.release == Release::Recorded || report.state == LockState::Held);
+            if open && report.no_record.is_none() {
                 report.age = Some(doc.owner.age(self.now));
                 report.heartbeat_age = report
                     .modified
@@ -250,9 +312,15 @@ impl Scan<'_> {
                 holders: report.holders.clone(),
             });
         }
+        self.network_finding(file, sample.dev, report);
+    }
+
+    /// A `network_filesystem` finding when `file` (on device `dev`) lives on
+    /// one, asked once per device.
+    fn network_finding(&mut self, file: &File, dev: u64, report: &mut LockReport) {
         let network = *self
             .network_fs
-            .entry(sample.dev)
+            .entry(dev)
             .or_insert_with(|| sys::network_filesystem(file));
         if let Some(fs) = network {
             report.findings.push(Finding::NetworkFilesystem {
@@ -262,9 +330,10 @@ impl Scan<'_> {
     }
 
     /// Why the file carries no record of its holders, when that is by design:
-    /// its content is not ours, or every holder holds it read-only (flock(1),
-    /// or `lockfile run` on a file it may not write) and so could not have
-    /// written the record in the file, if any.
+    /// they hold it shared, its content is not ours, or every holder holds it
+    /// read-only (flock(1), or `lockfile run` on a file it may not write)
+    /// and so could not have written the record in the file, if any. In the
+    /// order [`NoRecord`] documents (a directory is told apart earlier).
     fn no_record(
         &self,
         doc: Option<&LockDocument>,
@@ -272,6 +341,9 @@ impl Scan<'_> {
         dev: u64,
         ino: u64,
     ) -> Option<NoRecord> {
+        if report.state == LockState::Held && report.shared {
+            return Some(NoRecord::Shared);
+        }
         if report.content == Some(Content::Foreign) {
             return Some(NoRecord::ForeignContent);
         }
@@ -285,10 +357,10 @@ impl Scan<'_> {
                     .iter()
                     .any(|h| holder_is_owner(h.pid, &d.owner, &self.me))
         });
-        let read_only = report
-            .holders
-            .iter()
-            .all(|h| sys::process_hold_access(h.pid, dev, ino) == Some(sys::HoldAccess::ReadOnly));
+        let read_only = report.holders.iter().all(|h| {
+            sys::process_hold(h.pid, dev, ino).map(|hold| hold.access)
+                == Some(sys::HoldAccess::ReadOnly)
+        });
         (!owner_holds && read_only).then_some(NoRecord::ReadOnly)
     }
 
@@ -403,8 +475,12 @@ fn state(
     content_error: Option<&DecodeError>,
 ) -> LockState {
     match (hold, doc, content_error) {
-        (KernelHold::Held(_), _, _) => LockState::Held,
+        (KernelHold::Held { .. }, _, _) => LockState::Held,
         (KernelHold::Free, Some(doc), _) if doc.released => LockState::Free,
+        // Nobody was to mark it released: a close let it go.
+        (KernelHold::Free, Some(doc), _) if doc.owner.release == Release::Unrecorded => {
+            LockState::Free
+        }
         (KernelHold::Free, Some(_), _) => LockState::Stale,
         (KernelHold::Free, None, Some(DecodeError::Empty)) => LockState::Free,
         (KernelHold::Free, None, _) => LockState::Debris,

@@ -192,6 +192,8 @@ pub fn reap(dir: impl AsRef<Path>, opts: &ReapOptions) -> Result<ReapReport> {
     let reports = InspectOptions::new().inspect_dir(dir)?;
     let entries = reports
         .into_iter()
+        // The directory's own lock is not one of its files.
+        .filter(|report| !matches!(report, Ok(r) if r.path == dir))
         .map(|report| match report {
             Ok(report) => reap_one(report, opts),
             Err(e) => ReapEntry {

@@ -6,8 +6,10 @@
 //! Both offer the same functions; the types they share, and what needs no
 //! platform of its own, are defined here once, so the two cannot drift apart.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -78,6 +80,25 @@ pub(crate) fn pid_exists(pid: u32) -> bool {
     match rustix::process::test_kill_process(pid) {
         Ok(()) => true,
         Err(e) => e != rustix::io::Errno::SRCH,
+    }
+}
+
+/// Our parent's PID in our PID namespace; `None` when it is not visible from
+/// here (we are the first process of a PID namespace).
+pub(crate) fn parent_pid() -> Option<u32> {
+    rustix::process::getppid().map(|pid| pid.as_raw_nonzero().get().unsigned_abs())
+}
+
+/// `path` with any trailing `/` and `/.` taken off, so that opening it with
+/// `O_NOFOLLOW` looks at the last component itself: the kernel follows a
+/// symlink named as `link/` or `link/.` whatever the flags say.
+pub(crate) fn without_trailing_slash(path: &std::path::Path) -> Cow<'_, std::path::Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    if bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
+        Cow::Owned(path.components().collect())
+    } else {
+        Cow::Borrowed(path)
     }
 }
 
@@ -177,7 +198,61 @@ pub(crate) enum KernelHold {
     /// Held. The PIDs are the processes that took the lock, as the kernel
     /// recorded them; a non-positive PID is one not visible from here. For a
     /// lock the table left out, they are the processes holding it.
-    Held(Vec<i64>),
+    Held {
+        pids: Vec<i64>,
+        /// Held shared (`LOCK_SH`) by all of them, as far as the platform
+        /// tells; an exclusive lock has one holding open file.
+        shared: bool,
+    },
+}
+
+/// The two kinds of `flock(2)` lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LockMode {
+    /// `LOCK_EX`: one open file holds it, and nobody else.
+    Exclusive,
+    /// `LOCK_SH`: any number of open files hold it together.
+    Shared,
+}
+
+impl LockMode {
+    fn operation(self, wait: bool) -> rustix::fs::FlockOperation {
+        use rustix::fs::FlockOperation as Op;
+        match (self, wait) {
+            (LockMode::Exclusive, true) => Op::LockExclusive,
+            (LockMode::Exclusive, false) => Op::NonBlockingLockExclusive,
+            (LockMode::Shared, true) => Op::LockShared,
+            (LockMode::Shared, false) => Op::NonBlockingLockShared,
+        }
+    }
+}
+
+/// Takes the lock on the open file `fd` refers to if nobody holds it in a
+/// conflicting way: `Ok(false)` when someone does. On an open file that
+/// already holds the lock, this converts it to `mode`, as flock(2) does.
+pub(crate) fn try_lock(fd: BorrowedFd<'_>, mode: LockMode) -> io::Result<bool> {
+    match rustix::fs::flock(fd, mode.operation(false)) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Waits in the kernel for the lock, however long it takes.
+pub(crate) fn lock(fd: BorrowedFd<'_>, mode: LockMode) -> io::Result<()> {
+    loop {
+        match rustix::fs::flock(fd, mode.operation(true)) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Drops the lock of the open file `fd` refers to, for every descriptor that
+/// shares that open file.
+pub(crate) fn unlock(fd: BorrowedFd<'_>) -> io::Result<()> {
+    rustix::fs::flock(fd, rustix::fs::FlockOperation::Unlock).map_err(io::Error::from)
 }
 
 /// How a process holds a lock: through a descriptor open for writing, or
@@ -188,6 +263,16 @@ pub(crate) enum HoldAccess {
     #[cfg_attr(any(not(target_os = "linux"), lockfile_fallback), allow(dead_code))]
     Writable,
     ReadOnly,
+}
+
+/// How one process holds the lock on a file, from its own descriptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Only /proc tells; the fallback never builds one.
+#[cfg_attr(any(not(target_os = "linux"), lockfile_fallback), allow(dead_code))]
+pub(crate) struct ProcessHold {
+    /// Whether a descriptor that holds it is open for writing.
+    pub(crate) access: HoldAccess,
+    pub(crate) mode: LockMode,
 }
 
 /// What the lock's hot path needs to know of a file: which one it is.
@@ -201,6 +286,10 @@ pub(crate) struct Identity {
 impl Identity {
     pub(crate) fn is_regular(&self) -> bool {
         self.kind == rustix::fs::FileType::RegularFile
+    }
+
+    pub(crate) fn is_dir(&self) -> bool {
+        self.kind == rustix::fs::FileType::Directory
     }
 
     pub(crate) fn same_file(&self, other: &Identity) -> bool {
@@ -232,14 +321,16 @@ pub(crate) fn network_filesystem(file: &File) -> Option<&'static str> {
 /// (1 ms doubling to 50 ms), never past the deadline. Used where the kernel
 /// wait cannot be interrupted (no POSIX per-thread timers, or the wake signal
 /// is taken by the application).
-pub(crate) fn poll_until(file: &File, deadline: std::time::Instant) -> io::Result<bool> {
+pub(crate) fn poll_until(
+    fd: BorrowedFd<'_>,
+    mode: LockMode,
+    deadline: std::time::Instant,
+) -> io::Result<bool> {
     use std::time::{Duration, Instant};
     let mut pause = Duration::from_millis(1);
     loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(true),
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        if try_lock(fd, mode)? {
+            return Ok(true);
         }
         let now = Instant::now();
         if now >= deadline {

@@ -3,9 +3,11 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
+use std::path::PathBuf;
 use std::time::Instant;
 
-use super::{KernelHold, ProcStat};
+use super::{Identity, KernelHold, LockMode, ProcStat};
 
 pub(super) fn boot_id() -> Option<String> {
     None
@@ -39,13 +41,12 @@ pub(super) fn noatime_flag() -> i32 {
     0
 }
 
-pub(crate) fn identity_of(file: &File) -> io::Result<super::Identity> {
-    use std::os::unix::fs::MetadataExt;
-    let m = file.metadata()?;
+pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
+    let st = rustix::fs::fstat(fd)?;
     Ok(super::Identity {
-        dev: m.dev(),
-        ino: m.ino(),
-        kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
     })
 }
 
@@ -60,8 +61,10 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity>
 }
 
 /// Without `/proc/locks` the only way to learn whether a file is locked is to
-/// probe it with a shared, non-blocking lock. The probe lasts microseconds,
-/// but a `try_acquire` in that window reports contention.
+/// probe it with non-blocking locks: a shared one (which fails only against an
+/// exclusive holder), then an exclusive one (which fails against shared
+/// holders too). Each probe lasts microseconds, but a `try_acquire` in that
+/// window reports contention.
 #[derive(Debug, Default)]
 pub(crate) struct KernelLocks;
 
@@ -76,30 +79,79 @@ impl KernelLocks {
     }
 
     pub(crate) fn hold(&self, file: &File, _dev: u64, _ino: u64) -> KernelHold {
-        match file.try_lock_shared() {
-            Ok(()) => {
-                let _ = file.unlock();
-                KernelHold::Free
+        let probe = |mode| super::try_lock(file.as_fd(), mode).unwrap_or(false);
+        if !probe(LockMode::Shared) {
+            return KernelHold::Held {
+                pids: Vec::new(),
+                shared: false,
+            };
+        }
+        // Converting our shared probe into an exclusive one: it fails only
+        // when others hold the lock shared.
+        let free = probe(LockMode::Exclusive);
+        let _ = super::unlock(file.as_fd());
+        if free {
+            KernelHold::Free
+        } else {
+            KernelHold::Held {
+                pids: Vec::new(),
+                shared: true,
             }
-            Err(_) => KernelHold::Held(Vec::new()),
         }
     }
+}
+
+/// Without the lock table, whether others hold a lock shared is unknown (a
+/// probe could tell, but would take the lock for a moment on the hot path).
+pub(crate) fn held_shared(_file: &File) -> bool {
+    false
 }
 
 pub(crate) fn processes_holding(_dev: u64, _ino: u64) -> Vec<u32> {
     Vec::new()
 }
 
-pub(crate) fn process_hold_access(_pid: u32, _dev: u64, _ino: u64) -> Option<super::HoldAccess> {
+pub(crate) fn process_hold(_pid: u32, _dev: u64, _ino: u64) -> Option<super::ProcessHold> {
     None
 }
 
-pub(crate) fn process_holds(_pid: u32, _dev: u64, _ino: u64) -> bool {
+pub(crate) fn lock_until(
+    fd: std::os::fd::BorrowedFd<'_>,
+    mode: super::LockMode,
+    deadline: Instant,
+) -> io::Result<bool> {
+    super::poll_until(fd, mode, deadline)
+}
+
+/// No `/proc/self/fd` to name a descriptor's file by.
+pub(crate) fn descriptor_path(_fd: BorrowedFd<'_>) -> Option<PathBuf> {
+    None
+}
+
+/// Elsewhere, opening `/dev/fd/N` duplicates the descriptor (the same open
+/// file, sharing its offset and lock) rather than opening the file anew: no
+/// fresh open file can be had, so descriptor locks keep no record here.
+pub(crate) fn reopen(_fd: BorrowedFd<'_>, _write: bool) -> io::Result<File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "reopening a descriptor's file needs /proc/self/fd",
+    ))
+}
+
+/// Without kcmp(2) or `/proc`, no process can be shown to share an open file.
+pub(crate) fn shares_locked_file(
+    _pid: u32,
+    _fd_number: RawFd,
+    _fd: BorrowedFd<'_>,
+    _mode: LockMode,
+    _id: &Identity,
+) -> bool {
     false
 }
 
-pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
-    super::poll_until(file, deadline)
+/// Without `/proc/PID/fdinfo`, which lock a descriptor holds is unknown.
+pub(crate) fn descriptor_lock(_pid: Option<u32>, _fd_number: RawFd, _ino: u64) -> Option<LockMode> {
+    None
 }
 
 /// Why eviction is refused here: stopping a process safely takes a handle

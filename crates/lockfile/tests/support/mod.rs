@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
+use std::os::fd::BorrowedFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
@@ -27,6 +29,8 @@ pub(crate) fn child_entry() {
 pub(crate) struct ChildHolder {
     pub(crate) child: Child,
     stdout: BufReader<ChildStdout>,
+    /// The child leads a process group of its own, killed with it.
+    group: bool,
 }
 
 impl ChildHolder {
@@ -60,7 +64,44 @@ impl ChildHolder {
             .spawn()
             .expect("spawn child test process");
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        ChildHolder { child, stdout }
+        ChildHolder {
+            child,
+            stdout,
+            group: false,
+        }
+    }
+
+    /// Runs `sh -c script` in a process group of its own, with `envs`. In the
+    /// script, `"$@"` runs this test binary as a child, whose action is the
+    /// `LOCKFILE_TEST_CHILD` it is given, for example
+    /// `LOCKFILE_TEST_CHILD="$ACTION" "$@"`: so the shell is the parent of
+    /// the child, as a shell is of `flock 9`.
+    pub(crate) fn spawn_shell(script: &str, envs: &[(&str, &str)]) -> ChildHolder {
+        let exe = std::env::current_exe().unwrap();
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .arg(&exe)
+            .args([
+                "--exact",
+                "child_process_entry",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
+            .envs(envs.iter().copied())
+            .env_remove(CHILD_ENV)
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        ChildHolder {
+            child,
+            stdout,
+            group: true,
+        }
     }
 
     /// Spawns a child holding the lock at `path` and waits until it holds it.
@@ -138,10 +179,19 @@ impl ChildHolder {
         self.child.id()
     }
 
-    /// SIGKILLs the child and reaps it.
+    /// SIGKILLs the child (and its process group, if it leads one) and
+    /// reaps it.
     pub(crate) fn kill(mut self) {
+        self.kill_group();
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    fn kill_group(&self) {
+        if self.group {
+            let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
     }
 
     /// Waits for the child to exit and returns its exit code.
@@ -152,6 +202,7 @@ impl ChildHolder {
 
 impl Drop for ChildHolder {
     fn drop(&mut self) {
+        self.kill_group();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -247,6 +298,53 @@ fn run_child(action: &str) -> i32 {
             {
                 Ok(guard) => println!("outcome acquired evicted={}", guard.evicted().is_some()),
                 Err(e) => println!("outcome error {:?} | {e}", e.not_evicted()),
+            }
+            0
+        }
+        // Lock descriptor N, which the parent shell opened and keeps: say
+        // what was written, and exit (the shell keeps the lock). `how` holds
+        // `shared` for a shared lock, `wait` for a bounded wait.
+        ["lock-fd", fd, how] => {
+            // SAFETY: the shell that started this process opened the
+            // descriptor for it, and nothing here closes it.
+            let fd = unsafe { BorrowedFd::borrow_raw(fd.parse().unwrap()) };
+            let mut opts = LockOptions::new();
+            opts.job("descriptor-job").shared(how.contains("shared"));
+            let got = if how.contains("wait") {
+                opts.timeout(Duration::from_millis(300))
+                    .acquire_descriptor(fd)
+            } else {
+                opts.try_acquire_descriptor(fd)
+            };
+            match got {
+                Ok(lock) => {
+                    match (lock.record(), lock.no_record()) {
+                        (Some(record), _) => println!("outcome recorded {}", record.pid),
+                        (None, Some(why)) => println!("outcome no_record {}", why.as_str()),
+                        (None, None) => println!("outcome neither"),
+                    }
+                    0
+                }
+                Err(e) if e.is_contended() => {
+                    let owner = e.owner().map_or("none".to_owned(), |o| o.pid.to_string());
+                    println!("outcome contended {owner}");
+                    1
+                }
+                Err(e) => {
+                    println!("outcome error {e}");
+                    2
+                }
+            }
+        }
+        // Unlock descriptor N, which the parent shell opened, and say whether
+        // a record was marked released.
+        ["unlock-fd", fd] => {
+            // SAFETY: as for "lock-fd".
+            let fd = unsafe { BorrowedFd::borrow_raw(fd.parse().unwrap()) };
+            match lockfile::unlock_descriptor(fd) {
+                Ok(Some(owner)) => println!("outcome marked {}", owner.pid),
+                Ok(None) => println!("outcome unmarked"),
+                Err(e) => println!("outcome error {e}"),
             }
             0
         }
@@ -401,4 +499,66 @@ pub(crate) fn require_flock() {
 pub(crate) fn assert_acquirable(path: &Path) {
     let guard = LockGuard::try_acquire(path).expect("lock should be free");
     guard.release().unwrap();
+}
+
+/// Waits up to 20 s for `cond`, then fails naming `what`.
+pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs util-linux flock(1) with `args` and returns its exit code.
+pub(crate) fn flock_status(args: &[&std::ffi::OsStr]) -> i32 {
+    Command::new("flock")
+        .args(args)
+        .status()
+        .expect("run flock(1)")
+        .code()
+        .unwrap_or(-1)
+}
+
+/// util-linux flock(1) holding a lock (`flock OPTIONS PATH sleep 60`) in a
+/// process group of its own, killed with everything in it when dropped.
+pub(crate) struct FlockHolder {
+    child: Child,
+}
+
+impl FlockHolder {
+    /// Starts `flock OPTIONS PATH sleep 60` and waits until `inspect` names
+    /// it among the holders of `path`.
+    pub(crate) fn start(options: &[&str], path: &Path) -> FlockHolder {
+        require_flock();
+        let mut child = Command::new("flock")
+            .args(options)
+            .arg(path)
+            .args(["sleep", "60"])
+            .process_group(0)
+            .spawn()
+            .expect("run flock(1)");
+        let pid = child.id();
+        eventually("flock(1) to take the lock", || {
+            assert!(child.try_wait().unwrap().is_none(), "flock(1) exited early");
+            lockfile::inspect(path).is_ok_and(|r| r.holders.iter().any(|h| h.pid == pid))
+        });
+        FlockHolder { child }
+    }
+
+    /// The PID of flock(1) itself (its `sleep` is another process).
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for FlockHolder {
+    fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        let _ = self.child.wait();
+    }
 }

@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io;
+use std::os::fd::AsFd;
 
 use crate::sys::Identity;
 
@@ -17,9 +18,9 @@ pub(in crate::sys) fn noatime_flag() -> i32 {
 /// (Linux 6.13+), a query of the times makes the next write to the file take
 /// a fine-grained timestamp and log its inode, which the lock's hot path
 /// would pay for on every record write.
-pub(crate) fn identity_of(file: &File) -> io::Result<Identity> {
+pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<Identity> {
     identity(rustix::fs::statx(
-        file,
+        fd,
         "",
         rustix::fs::AtFlags::EMPTY_PATH,
         rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO,

@@ -9,6 +9,9 @@ pub(super) struct LockLine {
     /// which does not conflict with `flock` on Linux but marks a file that
     /// another tool uses.
     pub(super) flock: bool,
+    /// A shared lock (`READ`: `LOCK_SH`, or a POSIX read lock), held
+    /// together with any other shared holders; otherwise exclusive (`WRITE`).
+    pub(super) shared: bool,
     /// The PID that took the lock, translated into our namespace; zero or
     /// negative when that process is not visible from here.
     pub(super) pid: i64,
@@ -28,7 +31,8 @@ pub(super) fn parse_lock_line(line: &str) -> Option<LockLine> {
         return None;
     }
     fields.next()?; // ADVISORY or MANDATORY
-    fields.next()?; // READ or WRITE: either blocks an exclusive lock
+    // READ or WRITE (or, for a lease being broken, UNLCK).
+    let shared = fields.next()? == "READ";
     let pid = fields.next()?.parse().ok()?;
     let mut dev_ino = fields.next()?.split(':');
     let major = u32::from_str_radix(dev_ino.next()?, 16).ok()?;
@@ -36,6 +40,7 @@ pub(super) fn parse_lock_line(line: &str) -> Option<LockLine> {
     let ino = dev_ino.next()?.parse().ok()?;
     Some(LockLine {
         flock: kind == "FLOCK",
+        shared,
         pid,
         dev: rustix::fs::makedev(major, minor),
         ino,
@@ -52,15 +57,23 @@ mod tests {
             parse_lock_line("2: FLOCK  ADVISORY  WRITE 1831 fe:00:10010694 0 EOF"),
             Some(LockLine {
                 flock: true,
+                shared: false,
                 pid: 1831,
                 dev: rustix::fs::makedev(0xfe, 0),
                 ino: 10010694
             })
         );
         assert_eq!(
-            parse_lock_line("1: FLOCK  ADVISORY  READ -1 00:2d:77 0 EOF").map(|l| l.pid),
-            Some(-1)
+            parse_lock_line("1: FLOCK  ADVISORY  READ -1 00:2d:77 0 EOF")
+                .map(|l| (l.pid, l.shared)),
+            Some((-1, true))
         );
+        // The same line format in /proc/PID/fdinfo, after its "lock:" tag.
+        assert_eq!(
+            parse_lock_line("1: FLOCK  ADVISORY  READ  2207 00:2d:9 0 EOF").map(|l| l.shared),
+            Some(true)
+        );
+
         assert_eq!(
             parse_lock_line("2: -> FLOCK  ADVISORY  WRITE 1861 fe:00:10010694 0 EOF"),
             None

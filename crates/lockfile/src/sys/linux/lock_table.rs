@@ -10,7 +10,7 @@ use std::io;
 use super::lock_line::parse_lock_line;
 use super::process_walk::{OpenFiles, holding_among, open_files};
 use super::procfs::read_proc;
-use crate::sys::{KernelHold, process_identity};
+use crate::sys::{KernelHold, LockMode, process_identity};
 
 /// A snapshot of the kernel's lock table, read from `/proc/locks` once and
 /// shared by every file of a directory scan. Reading it takes no lock, so it
@@ -18,7 +18,7 @@ use crate::sys::{KernelHold, process_identity};
 #[derive(Debug, Default)]
 pub(crate) struct KernelLocks {
     /// `flock` holders by (superblock device, inode).
-    held: HashMap<(u64, u64), Vec<i64>>,
+    held: HashMap<(u64, u64), FlockHolders>,
     /// Holders of POSIX and OFD locks, by (superblock device, inode).
     others: HashMap<(u64, u64), Vec<i64>>,
     /// Every inode in the table: a file whose inode is not here is not
@@ -33,6 +33,14 @@ pub(crate) struct KernelLocks {
     /// Who has which file open, read on first need when the table hides
     /// orphaned locks.
     open_files: std::sync::OnceLock<OpenFiles>,
+}
+
+/// Who took the `flock` lock on one file, and whether every one of them
+/// holds it shared.
+#[derive(Debug)]
+struct FlockHolders {
+    pids: Vec<i64>,
+    shared: bool,
 }
 
 /// The inode of the first PID namespace, the kernel's `PROC_PID_INIT_INO`.
@@ -64,16 +72,25 @@ impl KernelLocks {
             .lines()
             .filter_map(parse_lock_line)
         {
-            let map = if lock.flock {
-                &mut self.held
-            } else {
-                &mut self.others
-            };
-            let pids = map.entry((lock.dev, lock.ino)).or_default();
-            if !pids.contains(&lock.pid) {
-                pids.push(lock.pid);
-            }
             self.inodes.insert(lock.ino);
+            let key = (lock.dev, lock.ino);
+            if !lock.flock {
+                let pids = self.others.entry(key).or_default();
+                if !pids.contains(&lock.pid) {
+                    pids.push(lock.pid);
+                }
+                continue;
+            }
+            // A shared lock has a line per open file that holds it: every
+            // one of them is a holder.
+            let holders = self.held.entry(key).or_insert(FlockHolders {
+                pids: Vec::new(),
+                shared: true,
+            });
+            holders.shared &= lock.shared;
+            if !holders.pids.contains(&lock.pid) {
+                holders.pids.push(lock.pid);
+            }
         }
     }
 
@@ -85,7 +102,10 @@ impl KernelLocks {
             .then(|| self.held.get(&(self.table_device(file, dev), ino)))
             .flatten();
         match listed {
-            Some(pids) => KernelHold::Held(pids.clone()),
+            Some(holders) => KernelHold::Held {
+                pids: holders.pids.clone(),
+                shared: holders.shared,
+            },
             // In a container the kernel prints no line for a lock whose
             // taker exited while a child it started still holds it (the
             // taker's PID no longer translates into this namespace). Only
@@ -93,14 +113,14 @@ impl KernelLocks {
             // process, done once per snapshot and short in a container.
             None if self.hides_orphaned_locks => {
                 let open = self.open_files.get_or_init(open_files);
-                let holders: Vec<i64> = holding_among(open, dev, ino)
-                    .into_iter()
-                    .map(i64::from)
-                    .collect();
+                let holders = holding_among(open, dev, ino);
                 if holders.is_empty() {
                     KernelHold::Free
                 } else {
-                    KernelHold::Held(holders)
+                    KernelHold::Held {
+                        shared: holders.iter().all(|(_, h)| h.mode == LockMode::Shared),
+                        pids: holders.iter().map(|(pid, _)| i64::from(*pid)).collect(),
+                    }
                 }
             }
             None => KernelHold::Free,
@@ -137,6 +157,21 @@ impl KernelLocks {
             .and_then(|id| mounts.get(&id).copied())
             .unwrap_or(stat_dev)
     }
+}
+
+/// Whether the `flock` lock on `file` is held shared right now, from a fresh
+/// read of the table: a contention error then names no record, since shared
+/// holders keep none.
+pub(crate) fn held_shared(file: &File) -> bool {
+    let Ok(id) = super::identity_of(file) else {
+        return false;
+    };
+    KernelLocks::snapshot().is_ok_and(|locks| {
+        matches!(
+            locks.hold(file, id.dev, id.ino),
+            KernelHold::Held { shared: true, .. }
+        )
+    })
 }
 
 /// Mount id to superblock device, from `/proc/self/mountinfo`:

@@ -2,6 +2,7 @@
 //! waits. One file per concern, so that each reads on its own; this module
 //! only gathers what the rest of the crate calls.
 
+mod descriptor;
 mod identity;
 mod lock_line;
 mod lock_table;
@@ -11,12 +12,13 @@ mod process_walk;
 mod procfs;
 mod wait_timer;
 
+pub(crate) use descriptor::{descriptor_lock, descriptor_path, reopen, shares_locked_file};
 pub(super) use identity::{filesystem_type, noatime_flag};
 pub(crate) use identity::{identity_at, identity_of};
-pub(crate) use lock_table::KernelLocks;
+pub(crate) use lock_table::{KernelLocks, held_shared};
 pub(crate) use pidfd::{Pidfd, wait_exited};
 pub(crate) use process_tree::{descriptors_readable, process_table, process_uids};
-pub(crate) use process_walk::{process_hold_access, process_holds, processes_holding};
+pub(crate) use process_walk::{process_hold, processes_holding};
 pub(super) use procfs::{boot_id, own_start_time};
 pub(crate) use procfs::{command_name, innermost_pid, pid_namespace, process_stat};
 pub(crate) use wait_timer::lock_until;

@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 
 use super::lock_line::parse_lock_line;
 use super::procfs::read_proc;
-use crate::sys::HoldAccess;
+use crate::sys::{HoldAccess, LockMode, ProcessHold};
 
 /// Every process that has a descriptor holding the `flock` lock on (dev, ino).
 ///
@@ -20,13 +20,17 @@ use crate::sys::HoldAccess;
 /// gone. Processes we may not look into are skipped.
 pub(crate) fn processes_holding(dev: u64, ino: u64) -> Vec<u32> {
     holding_among(&open_files(), dev, ino)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
-/// Which process has each regular file open, by (stat device, inode).
+/// Which process has each regular file or directory open, by (stat device,
+/// inode).
 pub(super) type OpenFiles = HashMap<(u64, u64), Vec<u32>>;
 
-/// Every process's open regular files, from `/proc/PID/fd`. Processes we may
-/// not look into are skipped.
+/// Every process's open regular files and directories (both can be locked),
+/// from `/proc/PID/fd`. Processes we may not look into are skipped.
 pub(super) fn open_files() -> OpenFiles {
     let mut open = OpenFiles::new();
     let Ok(procs) = std::fs::read_dir("/proc") else {
@@ -42,7 +46,7 @@ pub(super) fn open_files() -> OpenFiles {
         for fd in fds.flatten() {
             // stat() follows the magic link to the open file itself.
             if let Ok(m) = std::fs::metadata(fd.path())
-                && m.is_file()
+                && (m.is_file() || m.is_dir())
             {
                 let pids = open.entry((m.dev(), m.ino())).or_default();
                 if !pids.contains(&pid) {
@@ -54,29 +58,25 @@ pub(super) fn open_files() -> OpenFiles {
     open
 }
 
-/// The processes among those with (dev, ino) open that hold its lock.
-pub(super) fn holding_among(open: &OpenFiles, dev: u64, ino: u64) -> Vec<u32> {
+/// The processes among those with (dev, ino) open that hold its lock, and
+/// how each holds it.
+pub(super) fn holding_among(open: &OpenFiles, dev: u64, ino: u64) -> Vec<(u32, ProcessHold)> {
     open.get(&(dev, ino))
         .into_iter()
         .flatten()
-        .copied()
-        .filter(|&pid| process_holds(pid, dev, ino))
+        .filter_map(|&pid| Some((pid, process_hold(pid, dev, ino)?)))
         .collect()
 }
 
-/// Whether process `pid` holds the `flock` lock on (dev, ino) through one of
-/// its descriptors, read from `/proc/PID/fdinfo`: exact, and lock-free.
-pub(crate) fn process_holds(pid: u32, dev: u64, ino: u64) -> bool {
-    process_hold_access(pid, dev, ino).is_some()
-}
-
-/// How process `pid` holds the `flock` lock on (dev, ino): `None` when it
-/// holds none (or its descriptors are not ours to read), otherwise whether
-/// any descriptor that holds it is open for writing. A holder that opened the
-/// file read-only, as flock(1) does, cannot have written a record.
-pub(crate) fn process_hold_access(pid: u32, dev: u64, ino: u64) -> Option<HoldAccess> {
+/// How process `pid` holds the `flock` lock on (dev, ino), read from its
+/// `/proc/PID/fdinfo`, exact and lock-free: `None` when it holds none (or its
+/// descriptors are not ours to read), otherwise whether any descriptor that
+/// holds it is open for writing (a holder that opened the file read-only, as
+/// flock(1) does, cannot have written a record), and whether it holds the
+/// lock shared.
+pub(crate) fn process_hold(pid: u32, dev: u64, ino: u64) -> Option<ProcessHold> {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    let mut found = None;
+    let mut found: Option<ProcessHold> = None;
     for fd in fds.flatten() {
         // stat() follows the magic link to the open file itself.
         let same_file =
@@ -90,26 +90,65 @@ pub(crate) fn process_hold_access(pid: u32, dev: u64, ino: u64) -> Option<HoldAc
         )) else {
             continue;
         };
-        let info = String::from_utf8_lossy(&info);
-        // The fd is our file (stat matched), so its lock lines are about it;
-        // their device is the superblock's, not stat's.
-        let holds = info
-            .lines()
-            .filter_map(|l| l.strip_prefix("lock:"))
-            .filter_map(parse_lock_line)
-            .any(|l| l.flock && l.ino == ino);
-        if !holds {
+        let Some((mode, writable)) = fdinfo_flock(&String::from_utf8_lossy(&info), ino) else {
             continue;
-        }
-        let writable = info
-            .lines()
-            .find_map(|l| l.strip_prefix("flags:"))
-            .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
-            .is_none_or(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32);
+        };
+        let hold = ProcessHold {
+            access: if writable {
+                HoldAccess::Writable
+            } else {
+                HoldAccess::ReadOnly
+            },
+            mode,
+        };
         if writable {
-            return Some(HoldAccess::Writable);
+            return Some(hold);
         }
-        found = Some(HoldAccess::ReadOnly);
+        found = Some(hold);
     }
     found
+}
+
+/// The `flock` lock that the open file an fdinfo text describes holds on
+/// inode `ino`, if any, and whether that open file is open for writing.
+///
+/// The fdinfo of a descriptor lists the locks its open file holds, not the
+/// locks of other open files of the same inode.
+pub(super) fn fdinfo_flock(info: &str, ino: u64) -> Option<(LockMode, bool)> {
+    // The fd is our file (stat matched), so its lock lines are about it;
+    // their device is the superblock's, not stat's.
+    let lock = info
+        .lines()
+        .filter_map(|l| l.strip_prefix("lock:"))
+        .filter_map(parse_lock_line)
+        .find(|l| l.flock && l.ino == ino)?;
+    let writable = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+        .is_none_or(|flags| flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32);
+    let mode = if lock.shared {
+        LockMode::Shared
+    } else {
+        LockMode::Exclusive
+    };
+    Some((mode, writable))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_lock_of_an_open_file_from_its_fdinfo() {
+        let info = "pos:\t0\nflags:\t0100000\nmnt_id:\t31\nino:\t77\nlock:\t1: FLOCK  ADVISORY  READ 2207 00:2d:77 0 EOF\n";
+        assert_eq!(fdinfo_flock(info, 77), Some((LockMode::Shared, false)));
+        let info =
+            "pos:\t0\nflags:\t0100002\nlock:\t1: FLOCK  ADVISORY  WRITE 2207 00:2d:77 0 EOF\n";
+        assert_eq!(fdinfo_flock(info, 77), Some((LockMode::Exclusive, true)));
+        // A POSIX lock, or a lock on another inode, is not the flock lock.
+        let info = "flags:\t0100002\nlock:\t1: POSIX  ADVISORY  WRITE 2207 00:2d:77 0 EOF\n";
+        assert_eq!(fdinfo_flock(info, 77), None);
+        assert_eq!(fdinfo_flock("flags:\t0100002\n", 77), None);
+    }
 }

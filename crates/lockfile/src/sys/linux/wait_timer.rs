@@ -3,13 +3,13 @@
 //! and uses no CPU meanwhile. Its own file, because it holds the `unsafe`
 //! calls (signal disposition, POSIX timers) that rustix does not wrap.
 
-use std::fs::File;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 use rustix::fs::FlockOperation;
 
-use crate::sys::poll_until;
+use crate::sys::{LockMode, poll_until};
 
 /// The signal that wakes a bounded wait. A real-time signal, because those
 /// are the least likely to be in use by the application.
@@ -117,14 +117,22 @@ impl Drop for WakeTimer {
 /// Blocks in flock(2) until the lock is taken (`Ok(true)`) or the deadline
 /// passes (`Ok(false)`). The wait is the kernel's own: it wakes the moment
 /// the holder releases, and uses no CPU meanwhile.
-pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
+pub(crate) fn lock_until(
+    fd: BorrowedFd<'_>,
+    mode: LockMode,
+    deadline: Instant,
+) -> io::Result<bool> {
     let now = Instant::now();
     if now >= deadline || !wake_signal_ready() {
-        return poll_until(file, deadline);
+        return poll_until(fd, mode, deadline);
     }
     let _timer = WakeTimer::arm(deadline - now)?;
+    let operation = match mode {
+        LockMode::Exclusive => FlockOperation::LockExclusive,
+        LockMode::Shared => FlockOperation::LockShared,
+    };
     loop {
-        match rustix::fs::flock(file, FlockOperation::LockExclusive) {
+        match rustix::fs::flock(fd, operation) {
             Ok(()) => return Ok(true),
             Err(rustix::io::Errno::INTR) if Instant::now() >= deadline => return Ok(false),
             Err(rustix::io::Errno::INTR) => {}
@@ -135,6 +143,9 @@ pub(crate) fn lock_until(file: &File, deadline: Instant) -> io::Result<bool> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+    use std::os::fd::AsFd;
+
     use super::*;
 
     #[test]
@@ -145,12 +156,34 @@ mod tests {
         holder.lock().unwrap();
         let waiter = File::open(&path).unwrap();
         let start = Instant::now();
-        let got = lock_until(&waiter, start + Duration::from_millis(30)).unwrap();
+        let got = lock_until(
+            waiter.as_fd(),
+            LockMode::Exclusive,
+            start + Duration::from_millis(30),
+        )
+        .unwrap();
         assert!(!got);
         assert!(start.elapsed() >= Duration::from_millis(30));
         // A syscall after the wait is not interrupted by a late timer signal.
         std::thread::sleep(Duration::from_millis(5));
         drop(holder);
-        assert!(lock_until(&waiter, Instant::now() + Duration::from_secs(5)).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert!(lock_until(waiter.as_fd(), LockMode::Exclusive, deadline).unwrap());
+    }
+
+    #[test]
+    fn a_bounded_shared_wait_ends_when_the_exclusive_holder_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lock");
+        let holder = File::create(&path).unwrap();
+        holder.lock().unwrap();
+        let (a, b) = (File::open(&path).unwrap(), File::open(&path).unwrap());
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert!(!lock_until(a.as_fd(), LockMode::Shared, soon).unwrap());
+        drop(holder);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert!(lock_until(a.as_fd(), LockMode::Shared, deadline).unwrap());
+        // Shared holders hold it together.
+        assert!(lock_until(b.as_fd(), LockMode::Shared, deadline).unwrap());
     }
 }

@@ -108,8 +108,10 @@ trap 'rm -f "$log"' EXIT
 # `cargo test ARGS -- TEST_ARGS`, within what is left of the time limit; its
 # output is kept for the list of ignored tests.
 run_tests() {
-    local rc=0
-    timeout --foreground --kill-after=30 "$((deadline - SECONDS))" \
+    local rc=0 left=$((deadline - SECONDS))
+    # (`timeout 0` would mean no limit at all.)
+    if [ "$left" -le 0 ]; then left=1; fi
+    timeout --foreground --kill-after=30 "$left" \
         cargo test "$@" -- "${test_args[@]}" 2>&1 | tee -a "$log" || rc=${PIPESTATUS[0]}
     if [ "$rc" -eq 124 ]; then echo "cargo test still ran after ${limit}s: a test hangs" >&2; fi
     if [ "$rc" -ne 0 ]; then exit "$rc"; fi

@@ -1,46 +1,138 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. Safe to run on a fresh machine: installs
 # what the tests need when it is missing.
+#
+# Some tests need root (tmpfs and loop mounts, `unshare`, `setpriv` to
+# another user, `mknod`): they are marked `#[ignore = "needs root: ..."]`,
+# and this script runs them (`--include-ignored`) only as root, where every
+# test runs. Without root it runs all the others, and ends with the list of
+# the tests it skipped and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+root=false
+if [ "$(id -u)" -eq 0 ]; then root=true; fi
+
 # crates/lockfile-etcd generates its etcd client with protoc and tests against
-# a real etcd server; the lock tests run util-linux's flock(1), unshare and
-# setpriv, mkfs.btrfs for a btrfs image, python3 for a POSIX lock, and
-# script(1) for a terminal (the fault-injection tests also need root, and say
-# so).
-missing=()
-command -v protoc >/dev/null || missing+=(protobuf-compiler)
-command -v etcd >/dev/null || missing+=(etcd-server)
-command -v flock >/dev/null && command -v setpriv >/dev/null || missing+=(util-linux)
-command -v mkfs.btrfs >/dev/null || missing+=(btrfs-progs)
-command -v python3 >/dev/null || missing+=(python3)
-command -v script >/dev/null || missing+=(bsdutils)
-command -v promtool >/dev/null || missing+=(prometheus)
-command -v prometheus-node-exporter >/dev/null || missing+=(prometheus-node-exporter)
-if ((${#missing[@]})); then
-    sudo=()
-    if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+# a real etcd server; the lock tests run util-linux's flock(1), python3 for a
+# POSIX lock, and script(1) for a terminal; the metrics tests check every
+# file with Prometheus's promtool and serve it through a real node_exporter;
+# the tests that need root also run util-linux's unshare and setpriv, and
+# mkfs.btrfs for a btrfs image.
+tools=(protoc:protobuf-compiler etcd:etcd-server flock:util-linux python3:python3 script:bsdutils
+    promtool:prometheus prometheus-node-exporter:prometheus-node-exporter)
+if $root; then
+    tools+=(unshare:util-linux setpriv:util-linux mkfs.btrfs:btrfs-progs)
 fi
+missing_packages() {
+    local tool
+    for tool in "${tools[@]}"; do
+        command -v "${tool%%:*}" >/dev/null || echo "${tool#*:}"
+    done | sort -u
+}
+# `install [sudo -n]`: installs the missing packages.
+install() {
+    "$@" apt-get update -qq &&
+        "$@" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+}
+mapfile -t missing < <(missing_packages)
+if ((${#missing[@]})); then
+    if $root; then
+        install
+        mapfile -t missing < <(missing_packages)
+        if ((${#missing[@]})); then
+            echo "test.sh: still missing after apt-get install: ${missing[*]}" >&2
+            exit 1
+        fi
+    elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        install sudo -n || echo "test.sh: sudo -n could not install ${missing[*]}" >&2
+    else
+        echo "test.sh: not root, and no sudo without a password: not installing ${missing[*]}" >&2
+    fi
+fi
+# Whether TOOL is still missing; prints its package.
+missing_tool() {
+    local tool
+    for tool in "${tools[@]}"; do
+        if [ "${tool%%:*}" = "$1" ] && ! command -v "$1" >/dev/null; then
+            echo "${tool#*:}"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# What the etcd crate can do here: `all` (build it and run its tests against a
+# real server), `build` (no etcd server: build and lint it, run the tests that
+# need no server), `none` (no protoc: it cannot even be built).
+etcd=all
+etcd_skip_reason=
+if missing_tool protoc >/dev/null; then
+    etcd=none
+    etcd_skip_reason="protoc is missing (Debian: protobuf-compiler): crates/lockfile-etcd and the command's --etcd cannot be built"
+elif missing_tool etcd >/dev/null; then
+    etcd=build
+    etcd_skip_reason="no etcd binary (Debian: etcd-server): these tests run a real etcd server"
+fi
+if [ "$etcd" != all ]; then
+    echo "test.sh: skipping the etcd tests (listed at the end): $etcd_skip_reason" >&2
+fi
+# The other tools are part of any test run; a run without them is no run.
+for tool in flock python3 script promtool prometheus-node-exporter; do
+    if package=$(missing_tool "$tool"); then
+        echo "test.sh: the tests need $tool (Debian: $package): install it, or run this script as root, which installs it" >&2
+        exit 1
+    fi
+done
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --all-features -- -D warnings
-# A build without the etcd feature must stay warning-free too.
+if [ "$etcd" != none ]; then
+    cargo clippy --workspace --all-targets --all-features -- -D warnings
+fi
+# A build without the etcd feature must stay warning-free too, and so must a
+# minimal command without pings.
 cargo clippy --workspace --exclude lockfile-etcd --all-targets -- -D warnings
+cargo clippy -p lockfile-cli --no-default-features -- -D warnings
 # The library's fallback for Unix systems without /proc, built on Linux so
 # that it cannot rot (it is not tested here: its inspect cannot name holders).
 RUSTFLAGS="--cfg lockfile_fallback" cargo clippy -p lockfile --target-dir target/fallback -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
+if [ "$etcd" != none ]; then
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
+else
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --exclude lockfile-etcd --no-deps --quiet
+fi
+
 # A hung test must fail the run, not eat the CI budget: the suite takes a
 # few minutes, so half an hour means something waits forever.
 limit=1800
-timeout --foreground --kill-after=30 "$limit" cargo test --workspace --all-features || {
-    rc=$?
+deadline=$((SECONDS + limit))
+test_args=()
+if $root; then test_args=(--include-ignored); fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# `cargo test ARGS -- TEST_ARGS`, within what is left of the time limit; its
+# output is kept for the list of ignored tests.
+run_tests() {
+    local rc=0 left=$((deadline - SECONDS))
+    # (`timeout 0` would mean no limit at all.)
+    if [ "$left" -le 0 ]; then left=1; fi
+    timeout --foreground --kill-after=30 "$left" \
+        cargo test "$@" -- "${test_args[@]}" 2>&1 | tee -a "$log" || rc=${PIPESTATUS[0]}
     if [ "$rc" -eq 124 ]; then echo "cargo test still ran after ${limit}s: a test hangs" >&2; fi
-    exit "$rc"
+    if [ "$rc" -ne 0 ]; then exit "$rc"; fi
 }
+case $etcd in
+all) run_tests --workspace --all-features ;;
+build)
+    # Everything but the tests that need the server: the command without its
+    # `etcd` feature (which has no tests of its own but the server's), and the
+    # etcd crate's unit tests, examples and doctests.
+    run_tests --workspace --exclude lockfile-etcd
+    run_tests -p lockfile-etcd --lib --examples
+    run_tests -p lockfile-etcd --doc
+    ;;
+none) run_tests --workspace --exclude lockfile-etcd ;;
+esac
 
 # Benchmarks never run as timed tests. CI builds them, and runs the
 # comparison once in its quick size (well under a minute), so that neither
@@ -48,3 +140,40 @@ timeout --foreground --kill-after=30 "$limit" cargo test --workspace --all-featu
 cargo bench -p lockfile-bench --no-run
 cargo build --release -p lockfile-cli
 cargo run --release -p lockfile-bench --bin compare -- --quick
+
+# Every test that did not run, and why: out loud, never a silent pass.
+ignored=$(awk '
+    /^ *Running / { target = $2 }
+    /^ *Doc-tests / { target = "doc-tests of " $2 }
+    / \.\.\. ignored/ {
+        line = $0
+        sub(/^test /, "", line)
+        sub(/ \.\.\. ignored(, )?/, "\t", line)
+        split(line, part, "\t")
+        printf "  %s (%s): %s\n", part[1], target, (part[2] == "" ? "ignored" : part[2])
+    }' "$log")
+if [ -n "$ignored" ] || [ "$etcd" != all ]; then
+    echo
+    echo "test.sh: passed, but these tests were skipped:"
+    if [ -n "$ignored" ]; then
+        if $root; then
+            echo "ignored:"
+        else
+            echo "ignored (not root; as root, this script runs them too):"
+        fi
+        echo "$ignored"
+    fi
+    if [ "$etcd" != all ]; then
+        echo "not run, $etcd_skip_reason:"
+        awk '
+            /#\[test\]/ { test = 1; next }
+            test && match($0, /fn [a-z0-9_]+/) {
+                name = substr($0, RSTART + 3, RLENGTH - 3)
+                if (name != "child_process_entry") printf "  %s (%s)\n", name, FILENAME
+                test = 0
+            }' crates/lockfile-etcd/tests/*.rs crates/lockfile-cli/tests/etcd.rs
+        if [ "$etcd" = none ]; then
+            echo "  and the unit tests, examples and doctests of crates/lockfile-etcd"
+        fi
+    fi
+fi

@@ -108,6 +108,7 @@ fn signals_are_forwarded_and_the_lock_released_after_the_command_ends() {
 }
 
 #[test]
+#[ignore = "needs root: a PID namespace (unshare --pid)"]
 fn signals_are_forwarded_in_a_pid_namespace_that_hides_the_session_leader() {
     require_root("unshare --pid");
     let dir = Dir::new();
@@ -261,6 +262,7 @@ fn the_heartbeat_is_kept_while_the_command_runs() {
 }
 
 #[test]
+#[ignore = "needs root: a PID namespace with its own /proc (unshare --pid --mount-proc)"]
 fn inspect_in_a_container_finds_a_holder_whose_lock_taker_exited() {
     require_root("unshare --pid --mount-proc");
     let dir = Dir::new();

@@ -98,6 +98,7 @@ fn a_text_lock_file_is_locked_without_a_record_and_left_unchanged() {
 }
 
 #[test]
+#[ignore = "needs root: runs the command as another user (setpriv)"]
 fn a_file_read_only_to_the_caller_is_locked_read_only_and_left_unchanged() {
     require_root("setpriv to an unprivileged uid");
     let dir = Dir::new();

@@ -46,7 +46,9 @@ pub(crate) struct Slot {
     pub(crate) wrapper_round: AtomicU32,
     /// The round of the section in progress (run workers).
     pub(crate) section_round: AtomicU32,
-    /// Critical sections this slot completed.
+    /// Critical sections this slot completed: the one count of them. The
+    /// run's total is the sum over the slots, not a second counter, which a
+    /// SIGKILL landing between the two increments would leave one short.
     pub(crate) done: AtomicU64,
 }
 
@@ -73,7 +75,6 @@ pub(crate) struct Board {
     /// overlaps.
     pub(crate) sabotage: AtomicU32,
 
-    pub(crate) sections: AtomicU64,
     pub(crate) overlaps: AtomicU64,
     /// Detector checks that found it held by a holder that was exiting.
     pub(crate) detector_waits: AtomicU64,
@@ -138,6 +139,11 @@ impl Board {
 
     pub(crate) fn slot(&self, index: usize) -> &Slot {
         &self.slots[index]
+    }
+
+    /// Critical sections completed by every slot.
+    pub(crate) fn sections(&self) -> u64 {
+        self.slots.iter().map(|s| s.done.load(SeqCst)).sum()
     }
 
     pub(crate) fn stopping(&self) -> bool {

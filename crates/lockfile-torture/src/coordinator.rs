@@ -450,7 +450,7 @@ impl Summary {
         recovery_all.sort_unstable();
         Summary {
             elapsed,
-            sections: board.sections.load(SeqCst),
+            sections: board.sections(),
             acquisitions: board.acquisitions.load(SeqCst),
             holders_killed: chaos.holders_killed(),
             library_killed: chaos.library_deaths.len(),

@@ -109,7 +109,6 @@ pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
             board.error(format_args!("worker {index}: unlock detector: {e}"));
         }
         slot.done.fetch_add(1, SeqCst);
-        board.sections.fetch_add(1, SeqCst);
         slot.state.store(state::RELEASING, SeqCst);
         if let Err(e) = guard.release() {
             board.error(format_args!(
@@ -145,7 +144,6 @@ fn sabotaged_section(
         let _ = rustix::fs::flock(detector, FlockOperation::Unlock);
     }
     slot.done.fetch_add(1, SeqCst);
-    board.sections.fetch_add(1, SeqCst);
     slot.state.store(state::IDLE, SeqCst);
 }
 
@@ -422,7 +420,6 @@ pub(crate) fn section(dir: &Path, index: usize, k: u32, round: u32) -> Result<i3
     let hold = board.hold_us.load(SeqCst);
     std::thread::sleep(Duration::from_micros(rng.below(hold + 1)));
     slot.done.fetch_add(1, SeqCst);
-    board.sections.fetch_add(1, SeqCst);
     slot.state.store(state::RELEASING, SeqCst);
     // The detector is released when this process exits, with the lock.
     Ok(if rng.below(8) == 0 { 0 } else { SECTION_FAILED })

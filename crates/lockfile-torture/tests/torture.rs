@@ -42,38 +42,72 @@ fn lockfile_bin() -> PathBuf {
     bin
 }
 
-fn torture(args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_lockfile-torture"))
+/// A finished harness run.
+struct Run {
+    output: Output,
+}
+
+impl Run {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    /// Fails the test unless `ok`, with `why` and everything the harness
+    /// printed: its whole summary, and on stderr what went wrong.
+    fn check(&self, ok: bool, why: impl std::fmt::Display) {
+        assert!(
+            ok,
+            "{why}\n--- the harness exited with {}; its summary (stdout):\n{}--- its stderr:\n{}",
+            self.output.status,
+            self.stdout(),
+            String::from_utf8_lossy(&self.output.stderr)
+        );
+    }
+
+    /// The number that follows `label` at the start of a summary line.
+    fn figure(&self, label: &str) -> u64 {
+        let stdout = self.stdout();
+        let number = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok());
+        self.check(
+            number.is_some(),
+            format_args!("the summary has no {label:?} line with a number"),
+        );
+        number.unwrap_or_default()
+    }
+
+    /// The summary line that starts with `label`.
+    fn line(&self, label: &str) -> String {
+        let line = self
+            .stdout()
+            .lines()
+            .find(|l| l.starts_with(label))
+            .map(str::to_owned);
+        self.check(
+            line.is_some(),
+            format_args!("the summary has no {label:?} line"),
+        );
+        line.unwrap_or_default()
+    }
+}
+
+fn torture(args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockfile-torture"))
         .args(args)
         .arg("--lockfile-bin")
         .arg(lockfile_bin())
         .output()
         .expect("run lockfile-torture");
-    eprintln!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// The number that follows `label` at the start of a summary line.
-fn figure(stdout: &str, label: &str) -> u64 {
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with(label))
-        .unwrap_or_else(|| panic!("no {label:?} line in the summary:\n{stdout}"));
-    line[label.len()..]
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no figure in {line:?}"))
+    Run { output }
 }
 
 #[test]
 fn a_short_torture_run_passes_and_does_what_it_says() {
     let (workers, rounds) = (6, 40);
-    let out = torture(&[
+    let run = torture(&[
         "--workers",
         &workers.to_string(),
         "--rounds",
@@ -81,36 +115,52 @@ fn a_short_torture_run_passes_and_does_what_it_says() {
         "--kill-every",
         "10",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "the run failed");
-    assert!(stdout.contains("result") && stdout.contains("PASS"));
+    run.check(
+        run.output.status.code() == Some(0),
+        "the run failed: an overlap, a held lock unlinked or its record overwritten, an acquisition failed because of inspect, or an unexpected error",
+    );
+    run.check(
+        run.line("result").contains("PASS"),
+        "the summary does not say PASS",
+    );
     // At least: a driver whose wrapper was killed starts its next round
     // while the orphaned command may still complete the previous one.
-    assert!(figure(&stdout, "critical sections completed") >= workers * rounds);
-    assert_eq!(figure(&stdout, "overlaps"), 0);
-    assert_eq!(figure(&stdout, "acquisitions failed because of inspect"), 0);
-    assert_eq!(figure(&stdout, "unexpected errors"), 0);
+    let sections = run.figure("critical sections completed");
+    run.check(
+        sections >= workers * rounds,
+        format_args!(
+            "{sections} critical sections completed, fewer than {workers} workers x {rounds} rounds"
+        ),
+    );
+    for label in [
+        "overlaps",
+        "acquisitions failed because of inspect",
+        "unexpected errors",
+    ] {
+        let n = run.figure(label);
+        run.check(n == 0, format_args!("{label}: {n}"));
+    }
     // The run did what it claims: it killed holders, and the probe and the
     // inspector ran.
-    assert!(
-        figure(&stdout, "holders killed (SIGKILL)") > 0,
-        "nobody was killed"
+    run.check(
+        run.figure("holders killed (SIGKILL)") > 0,
+        "nobody was killed",
     );
-    let probe = stdout
-        .lines()
-        .find(|l| l.starts_with("acquisitions failed because of inspect"))
-        .unwrap();
-    assert!(!probe.contains("probe: 0 "), "the probe never ran: {probe}");
-    assert!(
+    let probe = run.line("acquisitions failed because of inspect");
+    run.check(
+        !probe.contains("probe: 0 "),
+        format_args!("the probe never ran: {probe}"),
+    );
+    run.check(
         !probe.contains("inspector: 0 "),
-        "the inspector never ran: {probe}"
+        format_args!("the inspector never ran: {probe}"),
     );
 }
 
 #[test]
 fn the_detector_sees_overlaps_when_exclusion_is_sabotaged() {
     // Without this, a harness whose detector never fires would pass forever.
-    let out = torture(&[
+    let run = torture(&[
         "--sabotage",
         "--workers",
         "4",
@@ -125,7 +175,9 @@ fn the_detector_sees_overlaps_when_exclusion_is_sabotaged() {
         "--kill-every",
         "0",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "a sabotaged run must fail");
-    assert!(figure(&stdout, "overlaps") > 0, "the detector saw nothing");
+    run.check(
+        run.output.status.code() == Some(1),
+        "a sabotaged run must fail",
+    );
+    run.check(run.figure("overlaps") > 0, "the detector saw nothing");
 }

@@ -276,6 +276,7 @@ fn a_fifo_at_the_lock_path_is_refused_without_hanging() {
 }
 
 #[test]
+#[ignore = "needs root: creates a device node (mknod)"]
 fn a_device_node_at_the_lock_path_is_refused() {
     let dir = tempdir();
     let path = lock_path(&dir, "job.lock");
@@ -287,7 +288,7 @@ fn a_device_node_at_the_lock_path_is_refused() {
         .expect("run mknod");
     assert!(
         status.success(),
-        "this test needs root to create a device node"
+        "mknod failed: this test needs root (CAP_MKNOD) to create a device node"
     );
     let err = LockGuard::try_acquire(&path).unwrap_err();
     assert!(

@@ -15,14 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use lockfile::{Error, EvictionRefused, LockGuard, LockOptions, LockState, Outcome, RunEnd};
 
-use crate::support::{ChildHolder, lock_path, require_flock, tempdir};
-
-fn require_root(what: &str) {
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "this eviction test needs root ({what}); run the test suite as root"
-    );
-}
+use crate::support::{ChildHolder, lock_path, require_flock, require_root, tempdir};
 
 /// Makes the holder's heartbeat look `ago` old.
 fn silence(path: &Path, ago: Duration) {
@@ -449,6 +442,7 @@ fn a_holder_in_this_very_process_is_never_evicted() {
 }
 
 #[test]
+#[ignore = "needs root: runs the evictor as another user (setpriv)"]
 fn a_holder_of_another_user_is_not_stopped_by_an_unprivileged_evictor() {
     require_root("setpriv to an unprivileged uid");
     let dir = tempdir();
@@ -479,6 +473,7 @@ fn a_holder_of_another_user_is_not_stopped_by_an_unprivileged_evictor() {
 }
 
 #[test]
+#[ignore = "needs root: a PID namespace (unshare --pid)"]
 fn a_holder_in_a_pid_namespace_is_resolved_and_evicted() {
     require_root("unshare --pid");
     let dir = tempdir();

@@ -1,7 +1,9 @@
 //! Fault injection: full and read-only filesystems, permissions, PID and UTS
-//! namespaces, hostile content. These tests need root (tmpfs mounts,
-//! `unshare`, `setpriv`) and fail with a plain message without it: they
-//! never pass by doing nothing.
+//! namespaces, hostile content. Most of these tests need root (tmpfs and
+//! loop mounts, `unshare`, `setpriv`): they are ignored with the reason
+//! (`needs root: ...`), which cargo prints, and `scripts/test.sh` runs them
+//! as root (`--include-ignored`). Run without root anyway, they fail with a
+//! plain message: they never pass by doing nothing.
 //!
 //! Each case ends in a clear error or a correct classification; nothing
 //! panics, and no file other than the lock is touched.
@@ -13,14 +15,9 @@ use std::time::Duration;
 
 use lockfile::{Error, LockGuard, LockOptions, LockState, NoRecord, ReapAction, ReapOptions};
 
-use crate::support::{ChildHolder, assert_acquirable, leave_background_holder, lock_path, tempdir};
-
-fn require_root(what: &str) {
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "this fault-injection test needs root ({what}); run the test suite as root"
-    );
-}
+use crate::support::{
+    ChildHolder, assert_acquirable, leave_background_holder, lock_path, require_root, tempdir,
+};
 
 /// A tmpfs mounted for one test, unmounted on drop (also after a failure).
 struct Tmpfs {
@@ -98,6 +95,7 @@ impl Drop for Btrfs {
 }
 
 #[test]
+#[ignore = "needs root: loop-mounts a btrfs image (mkfs.btrfs)"]
 fn on_btrfs_inspect_finds_the_holder_and_an_inheritor() {
     let fs = Btrfs::mount();
     let path = fs.dir.path().join("job.lock");
@@ -143,6 +141,7 @@ fn assert_not_held(path: &Path) {
 }
 
 #[test]
+#[ignore = "needs root: mounts a tmpfs"]
 fn a_full_disk_fails_the_acquire_cleanly_and_leaves_nothing_held() {
     let fs = Tmpfs::mount("size=4k");
     // Fill the filesystem's only page.
@@ -167,6 +166,7 @@ fn a_full_disk_fails_the_acquire_cleanly_and_leaves_nothing_held() {
 }
 
 #[test]
+#[ignore = "needs root: mounts and remounts a tmpfs"]
 fn a_read_only_filesystem_is_named_as_such() {
     let fs = Tmpfs::mount("size=64k");
     let existing = fs.path("existing.lock");
@@ -184,6 +184,7 @@ fn a_read_only_filesystem_is_named_as_such() {
 }
 
 #[test]
+#[ignore = "needs root: mounts and remounts a tmpfs"]
 fn a_file_on_a_read_only_filesystem_is_locked_read_only_when_the_record_is_optional() {
     let fs = Tmpfs::mount("size=64k");
     let path = fs.path("job.lock");
@@ -206,6 +207,7 @@ fn a_file_on_a_read_only_filesystem_is_locked_read_only_when_the_record_is_optio
 }
 
 #[test]
+#[ignore = "needs root: runs a child as another user (setpriv)"]
 fn a_file_the_user_may_only_read_is_locked_read_only_and_left_alone() {
     require_root("setpriv to an unprivileged uid");
     let dir = tempdir();
@@ -233,6 +235,7 @@ fn a_file_the_user_may_only_read_is_locked_read_only_and_left_alone() {
 }
 
 #[test]
+#[ignore = "needs root: runs a child as another user (setpriv)"]
 fn a_directory_the_user_cannot_write_names_the_path_and_the_uid() {
     require_root("setpriv to an unprivileged uid");
     let dir = tempdir();
@@ -255,6 +258,7 @@ fn a_directory_the_user_cannot_write_names_the_path_and_the_uid() {
 }
 
 #[test]
+#[ignore = "needs root: runs a child as another user (setpriv)"]
 fn a_lock_owned_by_another_user_names_the_owner() {
     require_root("setpriv to an unprivileged uid");
     let dir = tempdir();
@@ -271,6 +275,7 @@ fn a_lock_owned_by_another_user_names_the_owner() {
 }
 
 #[test]
+#[ignore = "needs root: a PID namespace (unshare --pid)"]
 fn a_holder_in_a_pid_namespace_is_judged_by_its_namespace() {
     require_root("unshare --pid");
     let dir = tempdir();
@@ -317,6 +322,7 @@ fn a_holder_in_a_pid_namespace_is_judged_by_its_namespace() {
 }
 
 #[test]
+#[ignore = "needs root: a UTS namespace (unshare --uts)"]
 fn a_holder_under_another_hostname_is_foreign_and_kept_by_reap() {
     require_root("unshare --uts");
     let dir = tempdir();
@@ -435,6 +441,7 @@ fn a_one_gib_lock_file_is_inspected_in_bounded_memory() {
 }
 
 #[test]
+#[ignore = "needs root: runs a child as another user (setpriv)"]
 fn a_holder_that_does_not_own_a_shared_lock_file_can_still_beat() {
     require_root("setpriv to an unprivileged uid");
     let dir = tempdir();

@@ -71,14 +71,13 @@ pub(crate) fn with_signals(
     cmd
 }
 
-/// Fails the test, saying why, unless it runs as root.
+/// Fails the test, saying why, unless it runs as root. Tests that need root
+/// are also ignored (`needs root: ...`), so this fails only a test run on
+/// purpose, with `--ignored` or `--include-ignored`, without root.
 pub(crate) fn require_root(what: &str) {
     // SAFETY: geteuid(2) takes nothing and cannot fail.
     let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test needs root ({what}); run the test suite as root"
-    );
+    assert_eq!(euid, 0, "this test needs root ({what}): run it as root");
 }
 
 pub(crate) fn code(out: &Output) -> i32 {

@@ -477,6 +477,16 @@ pub(crate) fn leave_background_holder(path: &Path) -> u32 {
 }
 
 /// A fresh temporary directory for one test.
+/// Fails the test, saying why, unless it runs as root. Tests that need root
+/// are also marked `#[ignore = "needs root: ..."]`, so that a run without
+/// root lists them as skipped rather than failing here.
+pub(crate) fn require_root(what: &str) {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test needs root ({what}): run it as root"
+    );
+}
+
 pub(crate) fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }

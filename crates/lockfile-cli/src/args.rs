@@ -50,19 +50,65 @@ pub(crate) enum Command {
     /// the lock through LOCKFILE_PATH and LOCKFILE_TOKEN, and refuses (exit
     /// 1) when the lock's record is another run's.
     Beat,
+    /// util-linux flock(1)'s command line, as `flock ARGS` takes it (also
+    /// what runs when this binary is invoked as `flock`).
+    #[command(disable_help_flag = true)]
+    Flock {
+        /// flock(1)'s options and arguments.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
+    },
 }
 
 #[derive(Debug, Args)]
 #[command(after_help = DURATIONS)]
 pub(crate) struct RunArgs {
     /// Fail at once if the lock is held (exit with the conflict status).
-    #[arg(short = 'n', long = "nonblock", conflicts_with = "wait")]
+    #[arg(short = 'n', long = "nonblock", visible_aliases = ["nb", "nonblocking"], conflicts_with = "wait")]
     pub(crate) nonblock: bool,
 
     /// Wait at most DURATION for the lock: seconds (fractional allowed) or,
-    /// for example, 90s or 1h30m. Without -n or -w, wait as long as it takes.
-    #[arg(short = 'w', long = "wait", value_name = "DURATION", value_parser = duration::parse)]
+    /// for example, 90s or 1h30m; 0 is -n. Without -n or -w, wait as long as
+    /// it takes.
+    #[arg(short = 'w', long = "wait", visible_alias = "timeout", value_name = "DURATION", value_parser = duration::parse)]
     pub(crate) wait: Option<Duration>,
+
+    /// Take a shared lock, held together with other shared holders (as
+    /// flock(1) -s); no owner record is written.
+    #[arg(short = 's', long, conflicts_with_all = ["watchdog", "etcd", "evict_after"])]
+    pub(crate) shared: bool,
+
+    /// Take an exclusive lock (the default; overrides -s, as in flock(1)).
+    #[arg(short = 'x', short_alias = 'e', long, overrides_with = "shared")]
+    pub(crate) exclusive: bool,
+
+    /// Exec COMMAND in place, without forking (as flock(1) -F): COMMAND holds
+    /// the lock itself. Nobody is left to beat or to record success, so the
+    /// record promises no heartbeat and says that its release is not
+    /// recorded.
+    #[arg(short = 'F', long, conflicts_with_all = ["close", "etcd", "watchdog", "max_runtime", "evict_after"])]
+    pub(crate) no_fork: bool,
+
+    /// Print flock(1)'s lines: how long getting the lock took and what is
+    /// executed (on stdout), and why it failed (on stderr).
+    #[arg(long)]
+    pub(crate) verbose: bool,
+
+    /// Behave as util-linux flock(1) does where they differ (the `flock`
+    /// personality sets it): no line on a conflict, `$SHELL -c`, its exit
+    /// statuses.
+    #[arg(long, hide = true)]
+    pub(crate) flock_compat: bool,
+
+    /// COMMAND does not inherit the lock's descriptor: the wrapper holds the
+    /// lock until COMMAND exits (as flock(1) -o). If the wrapper is killed,
+    /// the lock goes with it while COMMAND may still run.
+    #[arg(short = 'o', long, conflicts_with = "etcd")]
+    pub(crate) close: bool,
 
     /// Exit status when the lock is held (default 75, EX_TEMPFAIL; flock(1)
     /// uses 1).

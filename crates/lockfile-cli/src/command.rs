@@ -14,9 +14,16 @@ use crate::exit;
 use crate::signals::BlockedSignals;
 use crate::supervise;
 
-/// COMMAND, or `sh -c SHELL_COMMAND`.
+/// COMMAND, or `sh -c SHELL_COMMAND` (`$SHELL -c`, falling back to
+/// `/bin/sh`, in the flock(1) personality, as flock(1) does).
 pub(crate) fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
     match &args.shell_command {
+        Some(script) if args.flock_compat => {
+            let shell = std::env::var_os("SHELL")
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "/bin/sh".into());
+            (shell, vec!["-c".into(), script.into()])
+        }
         Some(script) => ("sh".into(), vec!["-c".into(), script.into()]),
         None => (args.command[0].clone(), args.command[1..].to_vec()),
     }

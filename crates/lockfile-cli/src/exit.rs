@@ -13,9 +13,8 @@ pub(crate) const CONFLICT: u8 = 75;
 /// symlink at the path, a full disk.
 pub(crate) const CANNOT_LOCK: i32 = 73;
 
-/// `run --etcd`: etcd could not be reached or refused the request
-/// (EX_UNAVAILABLE).
-#[cfg(feature = "etcd")]
+/// EX_UNAVAILABLE: with `--etcd`, etcd could not be reached or refused the
+/// request; in the flock(1) personality, COMMAND could not be executed.
 pub(crate) const UNAVAILABLE: i32 = 69;
 
 /// `run --etcd`: the lease was lost, or about to lapse, while COMMAND ran, and
@@ -35,6 +34,12 @@ pub(crate) const NOT_FOUND: i32 = 127;
 /// `run`: an internal failure around COMMAND (EX_OSERR), for example when it
 /// could not be waited for.
 pub(crate) const OS_ERROR: i32 = 71;
+
+/// flock(1)'s statuses where they differ: the data could not be locked
+/// (EX_DATAERR), the lock file could not be opened (EX_NOINPUT), or COMMAND
+/// could not be executed (EX_UNAVAILABLE).
+pub(crate) const DATA_ERROR: i32 = 65;
+pub(crate) const NO_INPUT: i32 = 66;
 
 /// Success. (The monitoring-plugin statuses of `inspect` and `check` are
 /// `lockfile::Status`.)

@@ -28,6 +28,7 @@ mod check;
 mod command;
 mod duration;
 mod exit;
+mod flock;
 mod format;
 mod inspect;
 #[cfg(feature = "etcd")]
@@ -50,6 +51,13 @@ use clap::Parser;
 use crate::args::{Cli, Command, LogFormat};
 
 fn main() {
+    let mut argv = std::env::args_os();
+    if argv
+        .next()
+        .is_some_and(|argv0| flock::invoked_as_flock(&argv0))
+    {
+        std::process::exit(flock::main(argv.collect()));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -83,6 +91,7 @@ fn main() {
         Command::Reap(args) => reap::reap(args),
         Command::Check(args) => check::check(args),
         Command::Beat => beat::beat(),
+        Command::Flock { args } => flock::main(args),
     };
     std::process::exit(code);
 }

@@ -22,6 +22,40 @@ use crate::signals::BlockedSignals;
 use crate::supervise::{self, StopSequence};
 
 pub(crate) fn run(args: RunArgs) -> i32 {
+    // The name flock(1)'s lines and errors start with.
+    let name = if args.flock_compat {
+        "flock"
+    } else {
+        "lockfile"
+    };
+    if args.command.is_empty() && args.shell_command.is_none() {
+        // `lockfile run N`: a descriptor of the calling shell, as flock(1) N.
+        return match args.lockfile.to_str().and_then(|s| s.parse::<i32>().ok()) {
+            Some(fd) => crate::flock::Descriptor {
+                fd,
+                shared: args.shared && !args.exclusive,
+                unlock: false,
+                wait: if args.nonblock {
+                    Some(Duration::ZERO)
+                } else {
+                    args.wait
+                },
+                conflict: Some(args.conflict_exit_code),
+                verbose: args.verbose,
+            }
+            .run(name),
+            None => {
+                errln!(
+                    "{name}: COMMAND is missing: `lockfile run LOCKFILE COMMAND...`, `-c STRING`, or a descriptor number alone"
+                );
+                exit::USAGE
+            }
+        };
+    }
+    if args.verbose && args.monitoring.quiet {
+        errln!("{name}: --quiet and --verbose contradict each other");
+        return exit::USAGE;
+    }
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let lock = args.lockfile.to_string_lossy();
@@ -37,12 +71,14 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     // ours (a script that locks itself) or that we may only read is locked
     // read-only and left byte for byte as it is.
     opts.job(job).record_optional(true);
-    match args.watchdog {
+    match (args.watchdog, args.no_fork) {
         // COMMAND promises to beat at least this often.
-        Some(watchdog) => opts
+        (Some(watchdog), _) => opts
             .heartbeat_interval(watchdog)
             .heartbeat_source(lockfile::HeartbeatSource::Command),
-        None => opts
+        // COMMAND replaces us: nobody beats, nobody marks the release.
+        (None, true) => opts.release(lockfile::Release::Unrecorded),
+        (None, false) => opts
             .heartbeat_interval(args.heartbeat)
             .heartbeat_source(lockfile::HeartbeatSource::Wrapper),
     };
@@ -55,7 +91,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     if let Some(silence) = args.evict_after {
         opts.evict_after(silence);
     }
-    let acquired = if args.nonblock {
+    if args.shared && !args.exclusive {
+        opts.shared(true);
+    }
+    let started = Instant::now();
+    // `-w 0` is `-n`, as in flock(1).
+    let acquired = if args.nonblock || args.wait == Some(Duration::ZERO) {
         opts.try_acquire(&args.lockfile)
     } else {
         if let Some(wait) = args.wait {
@@ -66,14 +107,38 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let guard = match acquired {
         Ok(guard) => guard,
         Err(e) if e.is_contended() => {
-            monitor.skipped_file(&args.lockfile, &conflict_line(&args.lockfile, &e));
+            if args.verbose {
+                let why = match e {
+                    Error::Timeout { .. } => "timeout while waiting to get lock",
+                    _ => "failed to get lock",
+                };
+                errln!("{name}: {why}");
+            }
+            // flock(1) says nothing on a conflict (its --verbose line aside).
+            if !args.flock_compat {
+                monitor.skipped_file(&args.lockfile, &conflict_line(&args.lockfile, &e));
+            }
             return i32::from(args.conflict_exit_code);
+        }
+        Err(e) if args.flock_compat => {
+            errln!("flock: {e}");
+            return flock_open_status(&e);
         }
         Err(e) => {
             errln!("lockfile: {e}");
             return exit::CANNOT_LOCK;
         }
     };
+    if args.verbose {
+        outln!(
+            "{name}: getting lock took {:.6} seconds",
+            started.elapsed().as_secs_f64()
+        );
+        outln!("{name}: executing {}", program.to_string_lossy());
+    }
+    if args.no_fork {
+        return exec_in_place(guard, &program, &program_args, name);
+    }
     if let Some(evicted) = guard.record().evicted.as_deref() {
         errln!(
             "lockfile: evicted pid {} (job {:?}, run {}) from `{}`: its heartbeat had been silent for {}",
@@ -88,10 +153,58 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     match run_locked(guard, &program, &program_args, &args, &mut monitor) {
         Ok(code) => code,
         Err((code, message)) => {
-            errln!("lockfile: {message}");
+            errln!("{name}: {message}");
             monitor.finished(lockfile::Outcome::Failed, code);
-            code
+            // flock(1) exits 69 (EX_UNAVAILABLE) for a command it cannot run.
+            match code {
+                exit::NOT_FOUND | exit::NOT_EXECUTABLE if args.flock_compat => exit::UNAVAILABLE,
+                code => code,
+            }
         }
+    }
+}
+
+/// flock(1)'s status for a lock file it cannot open: 73 (EX_CANTCREAT) on a
+/// read-only or full filesystem, 71 (EX_OSERR) when out of descriptors or
+/// memory, 66 (EX_NOINPUT) otherwise.
+fn flock_open_status(e: &Error) -> i32 {
+    use std::error::Error as _;
+    let errno = e
+        .source()
+        .and_then(|s| s.downcast_ref::<io::Error>())
+        .and_then(io::Error::raw_os_error);
+    match (e, errno) {
+        (Error::ReadOnlyFilesystem { .. } | Error::NoSpace { .. }, _) => exit::CANNOT_LOCK,
+        (_, Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)) => exit::OS_ERROR,
+        _ => exit::NO_INPUT,
+    }
+}
+
+/// `-F`: COMMAND replaces this process and holds the lock itself, through
+/// the descriptor it inherits. Returns only when the exec failed.
+fn exec_in_place(mut guard: LockGuard, program: &OsString, args: &[OsString], name: &str) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let inherited = match guard.share_with_children() {
+        Ok(fd) => fd,
+        Err(e) => {
+            errln!("{name}: {e}");
+            return exit::OS_ERROR;
+        }
+    };
+    let error = std::process::Command::new(program)
+        .args(args)
+        .env("LOCKFILE_PATH", guard.path())
+        .env("LOCKFILE_TOKEN", guard.record().token.to_string())
+        .exec();
+    drop(inherited);
+    errln!(
+        "{name}: failed to execute {}: {error}",
+        program.to_string_lossy()
+    );
+    match error.kind() {
+        _ if name == "flock" => exit::UNAVAILABLE,
+        io::ErrorKind::NotFound => exit::NOT_FOUND,
+        _ => exit::NOT_EXECUTABLE,
     }
 }
 
@@ -126,9 +239,15 @@ fn run_locked(
     // COMMAND and everything it starts hold the lock for as long as they
     // live. From here on the guard never unlocks: not on an error, not on a
     // panic; it only closes our descriptor.
-    let inherited = guard
-        .share_with_children()
-        .map_err(|e| (exit::OS_ERROR, e.to_string()))?;
+    // With -o the wrapper alone holds it, until COMMAND exits.
+    let inherited = match args.close {
+        true => None,
+        false => Some(
+            guard
+                .share_with_children()
+                .map_err(|e| (exit::OS_ERROR, e.to_string()))?,
+        ),
+    };
     let env = [
         ("LOCKFILE_PATH", guard.path().as_os_str().to_owned()),
         ("LOCKFILE_TOKEN", guard.record().token.to_string().into()),

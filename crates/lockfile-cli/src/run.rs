@@ -129,12 +129,24 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::CANNOT_LOCK;
         }
     };
-    if args.verbose {
-        outln!(
-            "{name}: getting lock took {:.6} seconds",
-            started.elapsed().as_secs_f64()
-        );
-        outln!("{name}: executing {}", program.to_string_lossy());
+    let verbose = args.verbose.then(|| {
+        format!(
+            "{name}: getting lock took {:.6} seconds\n{name}: executing {}\n",
+            started.elapsed().as_secs_f64(),
+            program.to_string_lossy()
+        )
+    });
+    // flock(1) prints these through C's stdio, which holds them back until
+    // it exits when stdout is not a terminal (and an exec drops them): the
+    // personality does the same, so that its output is flock(1)'s.
+    use std::io::IsTerminal as _;
+    let held_back = args.flock_compat && !std::io::stdout().is_terminal();
+    let print = |lines: &str| {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(lines.as_bytes());
+    };
+    if let (Some(lines), false) = (&verbose, held_back) {
+        print(lines);
     }
     if args.no_fork {
         return exec_in_place(guard, &program, &program_args, name);
@@ -150,7 +162,11 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         );
     }
     monitor.started(guard.record().token);
-    match run_locked(guard, &program, &program_args, &args, &mut monitor) {
+    let ran = run_locked(guard, &program, &program_args, &args, &mut monitor);
+    if let (Some(lines), true) = (&verbose, held_back) {
+        print(lines);
+    }
+    match ran {
         Ok(code) => code,
         Err((code, message)) => {
             errln!("{name}: {message}");

@@ -360,3 +360,13 @@ pub(crate) fn inspect_json(path: &Path, extra: &[&str]) -> (i32, serde_json::Val
         .unwrap_or_else(|e| panic!("inspect --json printed no JSON ({e}): {}", stderr(&out)));
     (code(&out), value)
 }
+
+/// Fails the test, saying what to install, unless util-linux flock(1) is
+/// on the PATH.
+pub(crate) fn require_flock() {
+    let found = Command::new("flock").arg("--version").output().is_ok();
+    assert!(
+        found,
+        "this test runs util-linux flock(1): install it (Debian: util-linux)"
+    );
+}

@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use common::{
     Background, BoundedOutput, Dir, FORWARDED, LOOP, code, in_a_standard_state, inspect_json,
-    lockfile, require_root, run_output, s, signal, stderr, wait_within_patience, with_signals,
+    lockfile, require_root, run_output, s, signal, stderr, wait_until, wait_within_patience,
+    with_signals,
 };
 
 /// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
@@ -22,17 +23,6 @@ fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
     let (run, line) = Background::spawn(&args);
     assert_eq!(line, "ready", "the command did not start");
     run
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Waits until another `lockfile run -n` would get the lock.

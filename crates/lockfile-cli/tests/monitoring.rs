@@ -16,7 +16,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Background, BoundedOutput, Dir, code, inspect_json, lockfile, run_output, s, stderr};
+use common::{
+    Background, BoundedOutput, Dir, code, inspect_json, lockfile, run_output, s, stderr, wait_until,
+};
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -38,17 +40,6 @@ fn until_exists(stop: &Path) -> String {
         "echo ready; for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done; exit 1",
         stop.display()
     )
-}
-
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 fn stdout(out: &Output) -> String {

@@ -370,3 +370,13 @@ pub(crate) fn require_flock() {
         "this test runs util-linux flock(1): install it (Debian: util-linux)"
     );
 }
+
+/// Waits until `cond` holds, failing the test, saying what for, after
+/// [`PATIENCE`].
+pub(crate) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -33,6 +33,7 @@ mod format;
 mod inspect;
 #[cfg(feature = "etcd")]
 mod lease;
+mod limits;
 mod lock_metrics;
 mod metrics;
 mod monitor;

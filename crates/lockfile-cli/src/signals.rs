@@ -10,7 +10,7 @@ use rustix::process::{Pid, Signal};
 /// The signals forwarded to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// Blocks `FORWARDED` and SIGCHLD in this (single-threaded) process for the
+/// Blocks `FORWARDED` and SIGCHLD in the calling (main) thread for the
 /// rest of its life: the mask is never restored, so that a signal arriving
 /// while the lock is released after COMMAND ended cannot kill us halfway (it
 /// stays pending until we exit). A spawned child inherits the mask unless

@@ -104,6 +104,11 @@ pub(crate) struct RunArgs {
     #[arg(long, hide = true)]
     pub(crate) flock_compat: bool,
 
+    /// With a descriptor number alone: unlock it (as flock(1) -u N), marking
+    /// our record in it released when there is one.
+    #[arg(short = 'u', long)]
+    pub(crate) unlock: bool,
+
     /// COMMAND does not inherit the lock's descriptor: the wrapper holds the
     /// lock until COMMAND exits (as flock(1) -o). If the wrapper is killed,
     /// the lock goes with it while COMMAND may still run.
@@ -176,8 +181,10 @@ pub(crate) struct RunArgs {
     )]
     pub(crate) shell_command: Option<String>,
 
-    /// The lock file, created if missing (its directory must exist); with
-    /// --etcd, the lease name.
+    /// The lock file (created if missing; its directory must exist), or a
+    /// directory; with --etcd, the lease name. A number without COMMAND is a
+    /// descriptor the calling shell holds open, locked for it (as flock(1)
+    /// FD).
     pub(crate) lockfile: PathBuf,
 
     #[command(flatten)]
@@ -187,8 +194,7 @@ pub(crate) struct RunArgs {
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
-        value_name = "COMMAND",
-        required_unless_present = "shell_command"
+        value_name = "COMMAND"
     )]
     pub(crate) command: Vec<OsString>,
 }

@@ -15,7 +15,8 @@ use crate::signals::BlockedSignals;
 use crate::supervise;
 
 /// COMMAND, or `sh -c SHELL_COMMAND` (`$SHELL -c`, falling back to
-/// `/bin/sh`, in the flock(1) personality, as flock(1) does).
+/// `/bin/sh`, in the flock(1) personality, as flock(1) does). The caller
+/// has made sure that there is one.
 pub(crate) fn command_line(args: &RunArgs) -> (OsString, Vec<OsString>) {
     match &args.shell_command {
         Some(script) if args.flock_compat => {

@@ -41,6 +41,10 @@ fn options(endpoints: &str) -> LeaseOptions {
 }
 
 pub(crate) fn run(args: RunArgs) -> i32 {
+    if args.command.is_empty() && args.shell_command.is_none() {
+        errln!("lockfile: --etcd needs a COMMAND to run under the lease (or -c STRING)");
+        return exit::USAGE;
+    }
     let endpoints = args.etcd.as_deref().unwrap_or_default();
     let name = args.lockfile.to_string_lossy().into_owned();
     let (program, program_args) = command_line(&args);

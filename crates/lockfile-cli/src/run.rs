@@ -35,7 +35,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             Some(fd) => crate::flock::Descriptor {
                 fd,
                 shared: args.shared && !args.exclusive,
-                unlock: false,
+                unlock: args.unlock,
                 wait: if args.nonblock {
                     Some(Duration::ZERO)
                 } else {
@@ -52,6 +52,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 exit::USAGE
             }
         };
+    }
+    if args.unlock {
+        errln!(
+            "{name}: -u unlocks a descriptor (`lockfile run -u N`); with a file and a command it would lock nothing"
+        );
+        return exit::USAGE;
     }
     if args.verbose && args.monitoring.quiet {
         errln!("{name}: --quiet and --verbose contradict each other");

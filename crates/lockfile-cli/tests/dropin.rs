@@ -291,3 +291,27 @@ fn flock_1_and_the_personality_exclude_each_other_in_every_form() {
         }
     }
 }
+
+#[test]
+fn lockfile_run_locks_and_unlocks_a_descriptor_of_the_calling_shell() {
+    common::require_flock();
+    let dir = Dir::new();
+    let lockfile = env!("CARGO_BIN_EXE_lockfile");
+    // The subshell idiom: the shell holds descriptor 9, we lock it for it.
+    let script = format!(
+        "exec 9>>job.lock; {lockfile} run -n 9 || exit 9; \
+         flock -n job.lock true; echo held=$?; \
+         {lockfile} run -u 9; flock -n job.lock true; echo after=$?"
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(dir.tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "held=1\nafter=0\n");
+    let (_, report) = inspect_json(&dir.path("job.lock"), &[]);
+    assert_eq!(report[0]["state"], "free", "{report}");
+    assert_eq!(report[0]["released"], true, "-u marked the record released");
+    assert_eq!(report[0]["owner"]["release"], "unrecorded");
+}

@@ -11,19 +11,9 @@ use serde_json::Value;
 
 use common::{
     Background, BoundedOutput, Dir, FORWARDED, LOOP, code, in_a_standard_state, inspect_json,
-    lockfile, require_root, run_output, s, signal, stderr, wait_until, wait_within_patience,
+    lockfile, require_root, run_output, s, signal, start, stderr, wait_until, wait_within_patience,
     with_signals,
 };
-
-/// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
-/// first.
-fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
-    let mut args = extra.to_vec();
-    args.extend([s(lock), "sh", "-c", script]);
-    let (run, line) = Background::spawn(&args);
-    assert_eq!(line, "ready", "the command did not start");
-    run
-}
 
 /// Waits until another `lockfile run -n` would get the lock.
 fn wait_until_free(lock: &Path) {

@@ -17,21 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{
-    Background, BoundedOutput, Dir, code, inspect_json, lockfile, run_output, s, stderr, wait_until,
+    BoundedOutput, Dir, code, inspect_json, lockfile, run_output, s, start, stderr, wait_until,
 };
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-/// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
-/// first.
-fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
-    let mut args = extra.to_vec();
-    args.extend([s(lock), "sh", "-c", script]);
-    let (run, line) = Background::spawn(&args);
-    assert_eq!(line, "ready", "the command did not start");
-    run
-}
 
 /// A COMMAND that prints `ready`, then runs until `stop` exists (a minute
 /// at most).

@@ -2,7 +2,6 @@
 //! `record_optional`, nothing in it created or changed, excluding and
 //! excluded by flock(1), and never invisible to `inspect`.
 
-use std::ffi::OsStr;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, symlink};
 use std::path::Path;
@@ -11,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use lockfile::{Error, LockGuard, LockOptions, LockState, NoRecord};
 
 use crate::support::{
-    ChildHolder, FlockHolder, eventually, flock_status, lock_path, require_flock, tempdir,
+    ChildHolder, FlockHolder, eventually, flock_try, lock_path, require_flock, tempdir,
 };
 
 fn optional() -> LockOptions {
@@ -29,15 +28,6 @@ fn listing(dir: &Path) -> (Vec<std::ffi::OsString>, SystemTime, u64) {
     names.sort();
     let meta = std::fs::metadata(dir).unwrap();
     (names, meta.modified().unwrap(), meta.ctime() as u64)
-}
-
-fn flock_try(path: &Path, option: &str) -> i32 {
-    flock_status(&[
-        OsStr::new("-n"),
-        OsStr::new(option),
-        path.as_os_str(),
-        OsStr::new("true"),
-    ])
 }
 
 #[test]
@@ -113,10 +103,10 @@ fn directory_locks_exclude_flock_1_both_ways() {
     let before = listing(&target);
 
     let ours = optional().try_acquire(&target).unwrap();
-    assert_eq!(flock_try(&target, "-x"), 1);
-    assert_eq!(flock_try(&target, "-s"), 1);
+    assert_eq!(flock_try("-x", &target), 1);
+    assert_eq!(flock_try("-s", &target), 1);
     ours.release().unwrap();
-    assert_eq!(flock_try(&target, "-x"), 0);
+    assert_eq!(flock_try("-x", &target), 0);
 
     let theirs = FlockHolder::start(&[], &target);
     let err = optional().try_acquire(&target).unwrap_err();

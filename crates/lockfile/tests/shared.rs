@@ -3,30 +3,19 @@
 //! util-linux flock(1)'s in every combination; no record is ever written, and
 //! `inspect` lists every holder.
 
-use std::ffi::OsStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use lockfile::{Content, Error, LockGuard, LockOptions, LockState, NoRecord};
 
 use crate::support::{
-    ChildHolder, FlockHolder, assert_acquirable, flock_status, lock_path, require_flock, tempdir,
+    ChildHolder, FlockHolder, assert_acquirable, flock_try, lock_path, require_flock, tempdir,
 };
 
 fn shared() -> LockOptions {
     let mut opts = LockOptions::new();
     opts.shared(true);
     opts
-}
-
-/// flock(1) `-n OPTION PATH true`: 0 when it got the lock, 1 on a conflict.
-fn flock_try(option: &str, path: &Path) -> i32 {
-    flock_status(&[
-        OsStr::new("-n"),
-        OsStr::new(option),
-        path.as_os_str(),
-        OsStr::new("true"),
-    ])
 }
 
 #[test]

@@ -380,3 +380,13 @@ pub(crate) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
+/// first.
+pub(crate) fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
+    let mut args = extra.to_vec();
+    args.extend([s(lock), "sh", "-c", script]);
+    let (run, line) = Background::spawn(&args);
+    assert_eq!(line, "ready", "the command did not start");
+    run
+}

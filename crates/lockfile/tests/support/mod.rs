@@ -524,6 +524,17 @@ pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 /// Runs util-linux flock(1) with `args` and returns its exit code.
+/// flock(1) `-n OPTION PATH true`: 0 when it got the lock, 1 on a conflict.
+pub(crate) fn flock_try(option: &str, path: &Path) -> i32 {
+    use std::ffi::OsStr;
+    flock_status(&[
+        OsStr::new("-n"),
+        OsStr::new(option),
+        path.as_os_str(),
+        OsStr::new("true"),
+    ])
+}
+
 pub(crate) fn flock_status(args: &[&std::ffi::OsStr]) -> i32 {
     Command::new("flock")
         .args(args)

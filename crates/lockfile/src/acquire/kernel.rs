@@ -1,0 +1,133 @@
+//! Taking the kernel lock itself, as the wait allows, and naming the holder
+//! when it is contended.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+use std::time::Instant;
+
+use crate::error::Operation;
+use crate::evict::{self, Eviction, Patience};
+use crate::record::{self, LockDocument};
+use crate::sys::{self, LockMode};
+use crate::{Error, LockOptions, OwnerRecord, Result, Wait};
+
+/// No lock without a record is left behind by a failed acquire. Unlock
+/// before closing: a child that another thread forked meanwhile shares the
+/// descriptor until its exec, and closing alone would leave the lock held
+/// until then.
+pub(super) fn unlocked(file: &File, e: Error) -> Error {
+    let _ = sys::unlock(file.as_fd());
+    e
+}
+
+/// Takes the exclusive lock on `file`, or, when it is held, judges its
+/// holder and evicts it if it broke its own heartbeat promise (see
+/// [`LockOptions::evict_after`]): eviction takes the wait over, judging
+/// again between slices of it. `Some` when the lock was taken by evicting.
+pub(super) fn lock_or_evict(
+    opts: &LockOptions,
+    path: &Path,
+    file: &File,
+    wait: &Wait,
+    started: Instant,
+) -> Result<Option<Eviction>> {
+    let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
+    if sys::try_lock(file.as_fd(), LockMode::Exclusive).map_err(lock_err)? {
+        return Ok(None);
+    }
+    report_contention(path, &|| read_owner(file));
+    let patience = match wait {
+        Wait::No => Patience::Once,
+        Wait::Until(deadline) => Patience::Until(*deadline),
+        Wait::Forever => Patience::Forever,
+    };
+    evict::take(opts, path, file, patience, started)
+}
+
+/// Takes the kernel lock on the open file `fd` refers to, in `mode`, as
+/// `wait` allows. `holder` reads the record to name in a contention error.
+pub(crate) fn take_kernel_lock(
+    path: &Path,
+    fd: BorrowedFd<'_>,
+    mode: LockMode,
+    wait: &Wait,
+    started: Instant,
+    holder: &dyn Fn() -> Option<Box<OwnerRecord>>,
+) -> Result<()> {
+    let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
+    if sys::try_lock(fd, mode).map_err(lock_err)? {
+        return Ok(());
+    }
+    match wait {
+        Wait::No => Err(contended(path, holder())),
+        Wait::Forever => {
+            report_contention(path, holder);
+            sys::lock(fd, mode).map_err(lock_err)
+        }
+        Wait::Until(deadline) => {
+            report_contention(path, holder);
+            if sys::lock_until(fd, mode, *deadline).map_err(lock_err)? {
+                Ok(())
+            } else {
+                Err(Error::Timeout {
+                    path: path.to_path_buf(),
+                    waited: started.elapsed(),
+                    owner: holder(),
+                    not_evicted: None,
+                })
+            }
+        }
+    }
+}
+
+/// The record of whoever holds the lock that a `mode` request on `file` did
+/// not get, for the error. Shared holders keep no record: a record in a file
+/// they hold is an earlier holder's, and naming it would blame the wrong
+/// process.
+pub(crate) fn holder_record(file: &File, mode: LockMode) -> Option<Box<OwnerRecord>> {
+    if mode == LockMode::Exclusive && sys::held_shared(file) {
+        return None;
+    }
+    read_owner(file)
+}
+
+/// Reads the owner record of a lock someone else holds, for the error.
+/// Records are 512 bytes: a small stack buffer serves, and only a full one
+/// (a long job name, or debris) costs a larger read.
+fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
+    let mut small = [0u8; record::SMALL_READ];
+    let content = record::read_content(file, &mut small).ok()?;
+    LockDocument::decode(&content)
+        .ok()
+        .map(|doc| Box::new(doc.owner))
+}
+
+/// Emits `lock_contended` before a wait, reading the holder's record only
+/// when someone listens.
+fn report_contention(path: &Path, holder: &dyn Fn() -> Option<Box<OwnerRecord>>) {
+    if tracing::enabled!(tracing::Level::INFO) {
+        let _ = contended(path, holder());
+    }
+}
+
+fn contended(path: &Path, owner: Option<Box<OwnerRecord>>) -> Error {
+    if let Some(o) = &owner {
+        tracing::info!(
+            name: "lock_contended",
+            event = "lock_contended",
+            path = %path.display(),
+            holder_pid = o.pid,
+            holder_host = %o.hostname,
+            holder_age_s = o.age(std::time::SystemTime::now()).as_secs(),
+        );
+    } else {
+        tracing::info!(name: "lock_contended", event = "lock_contended", path = %path.display());
+    }
+    Error::Contended {
+        path: path.to_path_buf(),
+        owner,
+        not_evicted: None,
+    }
+}

@@ -1,0 +1,227 @@
+//! Taking a lock: open, lock, check the file's identity, then write the owner
+//! record when the file is ours to write.
+//!
+//! Each step has a file of its own: [`open`] opens the file, [`kernel`] takes
+//! the kernel lock, [`write`] writes the record. This file holds the entry
+//! points and the one loop that runs the steps in order.
+
+mod kernel;
+mod open;
+mod write;
+
+use std::borrow::Cow;
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::content::{Content, NoRecord};
+use crate::error::Operation;
+use crate::guard::LockGuard;
+use crate::record::{self, peek};
+use crate::sys::{self, LockMode};
+use crate::{Error, LockOptions, Result, Wait};
+
+pub(crate) use kernel::{holder_record, take_kernel_lock};
+use kernel::{lock_or_evict, unlocked};
+pub(crate) use open::may_not_write;
+use open::{Access, open_lock_file};
+pub(crate) use write::{acquired, owner, write_record};
+use write::{foreign_content, without_record};
+
+// The entry points live here, beside the one path they all take, so that
+// the acquire path runs one way: options → acquire → guard.
+impl LockOptions {
+    /// Takes the lock at `path`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LockOptions::timeout).
+    ///
+    /// The file is created when missing. Its directory is not.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Timeout`](crate::Error::Timeout) when the timeout passed; any
+    /// other [`Error`](crate::Error) when the file cannot be opened, locked
+    /// or written, for example [`Error::Symlink`](crate::Error::Symlink) or
+    /// [`Error::DirectoryNotFound`](crate::Error::DirectoryNotFound).
+    pub fn acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
+        lock(self, path.as_ref(), Wait::up_to(self.timeout))
+    }
+
+    /// Takes the lock at `path` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record, when someone holds the lock; any other
+    /// [`Error`](crate::Error) when the file cannot be opened, locked or
+    /// written.
+    pub fn try_acquire(&self, path: impl AsRef<Path>) -> Result<LockGuard> {
+        lock(self, path.as_ref(), Wait::No)
+    }
+}
+
+impl LockGuard {
+    /// Takes the lock at `path`, waiting as long as it takes. Same as
+    /// `LockOptions::new().acquire(path)`.
+    ///
+    /// # Errors
+    ///
+    /// An [`Error`] when the file cannot be opened, locked or written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("job.lock");
+    /// let guard = lockfile::LockGuard::acquire(&path)?;
+    /// // ... the work ...
+    /// guard.release()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire(path: impl AsRef<Path>) -> Result<LockGuard> {
+        LockOptions::new().acquire(path)
+    }
+
+    /// Takes the lock at `path` if nobody holds it, without waiting. Same as
+    /// `LockOptions::new().try_acquire(path)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`] with the holder's record when someone holds the
+    /// lock (see [`Error::is_contended`]); any other [`Error`] when the file
+    /// cannot be opened, locked or written.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("job.lock");
+    /// match lockfile::LockGuard::try_acquire(&path) {
+    ///     Ok(guard) => { /* run the job */ guard.release()?; }
+    ///     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn try_acquire(path: impl AsRef<Path>) -> Result<LockGuard> {
+        LockOptions::new().try_acquire(path)
+    }
+}
+
+fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
+    let started = Instant::now();
+    let mode = opts.lock_mode();
+    // What is opened and re-checked: the last component itself, never what a
+    // symlink named `link/` points to.
+    let itself = sys::without_trailing_slash(path);
+    // And `dir/` names a directory, as the kernel reads it: nothing is
+    // created for it, and a file there is not it.
+    let names_dir = matches!(itself, Cow::Owned(_));
+    // Set once the file turned out to hold someone else's content: it is then
+    // locked through a read-only descriptor, since Linux refuses to execute a
+    // file that anyone holds open for writing (a script that locks itself).
+    let mut read_only = false;
+    // Set once the lock was taken by evicting a hung holder, for the record.
+    let mut eviction = None;
+    loop {
+        let (file, id, access) = open_lock_file(&itself, path, opts, read_only || names_dir)?;
+        if names_dir && !id.is_dir() {
+            let not_a_dir = io::Error::from_raw_os_error(libc::ENOTDIR);
+            return Err(Error::from_io(Operation::Open, path, not_a_dir));
+        }
+        if opts.evict_after.is_some() && mode == LockMode::Exclusive {
+            eviction = lock_or_evict(opts, path, &file, &wait, started)?.or(eviction);
+        } else {
+            take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
+                holder_record(&file, mode)
+            })?;
+        }
+        // Re-check the inode: the path may have been unlinked (by reap, or a
+        // release that removes) or replaced while we waited. A lock on a file
+        // that no longer has this name excludes nobody. A directory is
+        // checked the same way: one renamed away while we waited is not the
+        // directory at this path.
+        match sys::identity_at(&itself) {
+            Ok(at_path) if at_path.same_file(&id) => {}
+            Ok(_) => {
+                // Let go of the old one explicitly: a child that another
+                // thread forks meanwhile would hold it until its exec.
+                let _ = sys::unlock(file.as_fd());
+                continue;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let _ = sys::unlock(file.as_fd());
+                continue;
+            }
+            Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Stat, path, e))),
+        }
+        // A directory never takes a record, and a shared lock never writes
+        // one (many hold it at once): neither needs to know what is inside.
+        if id.is_dir() {
+            return Ok(without_record(
+                opts,
+                path,
+                file,
+                NoRecord::Directory,
+                started,
+            ));
+        }
+        if mode == LockMode::Shared {
+            return Ok(without_record(opts, path, file, NoRecord::Shared, started));
+        }
+        let mut small = [0u8; record::SMALL_READ];
+        let previous = match record::read_content(&file, &mut small) {
+            Ok(previous) => previous,
+            Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Read, path, e))),
+        };
+        // Our own records need no parse to be recognised; anything else is
+        // classified before a byte is written.
+        let foreign = peek(&previous).is_none() && Content::of(&previous) == Content::Foreign;
+        let no_record = match (foreign, access) {
+            (true, _) if !opts.record_optional => {
+                return Err(unlocked(&file, foreign_content(path, &file, &previous)));
+            }
+            (true, Access::ReadWrite) => {
+                // Let go and lock it again read-only. Someone may take it in
+                // between: then it is theirs, as if they had come first.
+                let _ = sys::unlock(file.as_fd());
+                read_only = true;
+                continue;
+            }
+            (false, Access::ReadOnly) if read_only => {
+                // No longer foreign (emptied meanwhile): ours to write after all.
+                let _ = sys::unlock(file.as_fd());
+                read_only = false;
+                continue;
+            }
+            (true, Access::ReadOnly) => NoRecord::ForeignContent,
+            (false, Access::ReadOnly) => NoRecord::ReadOnly,
+            (false, Access::ReadWrite) => {
+                let (doc, written_len) = match write_record(
+                    owner(opts),
+                    path,
+                    &file,
+                    &previous,
+                    started,
+                    eviction.take(),
+                ) {
+                    Ok(written) => written,
+                    Err(e) => return Err(unlocked(&file, e)),
+                };
+                return Ok(LockGuard::new(
+                    file,
+                    path.to_path_buf(),
+                    doc,
+                    None,
+                    written_len,
+                    opts.remove_on_release,
+                ));
+            }
+        };
+        return Ok(without_record(opts, path, file, no_record, started));
+    }
+}

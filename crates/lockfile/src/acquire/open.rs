@@ -1,0 +1,111 @@
+//! Opening a lock file: never through a symlink, never blocking on a FIFO,
+//! read-only when the file may not be written and the options allow a lock
+//! without a record.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use crate::error::Operation;
+use crate::sys;
+use crate::{Error, LockOptions, Result};
+
+/// How a lock file was opened.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// Opens (creating if needed) the lock file without following a symlink and
+/// without blocking on a FIFO, and refuses anything but a regular file (or a
+/// directory, when the options allow a lock without a record).
+///
+/// The file is opened for reading and writing, so that a record can be
+/// written, unless `read_only` asks otherwise or the lock is shared (which
+/// writes nothing). A file that may not be written (its mode, a read-only
+/// mount, a running executable) and a directory are opened read-only when
+/// the options allow a lock without a record, as flock(1) opens every file.
+pub(super) fn open_lock_file(
+    itself: &Path,
+    path: &Path,
+    opts: &LockOptions,
+    read_only: bool,
+) -> Result<(File, sys::Identity, Access)> {
+    let open = |access: Access, create: bool| {
+        sys::open_noatime(itself, |path, extra| {
+            use rustix::fs::OFlags;
+            // O_NONBLOCK: opening a FIFO must not hang.
+            let mut flags = OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC
+                | OFlags::from_bits_retain(extra as _);
+            flags |= match access {
+                Access::ReadWrite => OFlags::RDWR,
+                Access::ReadOnly => OFlags::RDONLY,
+            };
+            if create {
+                flags |= OFlags::CREATE;
+            }
+            let mode = rustix::fs::Mode::from_raw_mode(opts.mode as rustix::fs::RawMode);
+            rustix::fs::open(path, flags, mode)
+                .map(File::from)
+                .map_err(io::Error::from)
+        })
+    };
+    // Opening without creating: a file we may not write, or a directory
+    // (Linux refuses O_CREAT on one). When that fails too (not even
+    // readable, or missing and not creatable) the first refusal says why.
+    let read_only_after = |first: io::Error| {
+        open(Access::ReadOnly, false)
+            .map(|file| (file, Access::ReadOnly))
+            .map_err(|_| first)
+    };
+    let opened = if opts.shared && !read_only {
+        // A shared lock writes nothing, so reading is all it needs; like
+        // flock(1), it creates a missing file.
+        match open(Access::ReadOnly, true) {
+            Ok(file) => Ok((file, Access::ReadOnly)),
+            Err(e) if may_not_write(&e) || is_a_directory(&e) => read_only_after(e),
+            Err(e) => Err(e),
+        }
+    } else if read_only {
+        open(Access::ReadOnly, false).map(|file| (file, Access::ReadOnly))
+    } else {
+        match open(Access::ReadWrite, true) {
+            Ok(file) => Ok((file, Access::ReadWrite)),
+            Err(e) if opts.record_optional && (may_not_write(&e) || is_a_directory(&e)) => {
+                read_only_after(e)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e).explain())?;
+    let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    if id.is_dir() && opts.record_optional {
+        return Ok((file, id, access));
+    }
+    if !id.is_regular() {
+        return Err(Error::NotRegularFile {
+            op: Operation::Open,
+            path: path.to_path_buf(),
+            kind: sys::file_kind(id.kind),
+        });
+    }
+    Ok((file, id, access))
+}
+
+/// Whether opening for writing failed only because writing is not allowed.
+pub(crate) fn may_not_write(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ETXTBSY)
+    )
+}
+
+/// Whether an open failed because the path is a directory, which may not be
+/// opened for writing or with `O_CREAT`.
+fn is_a_directory(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EISDIR)
+}

@@ -1,0 +1,16 @@
+//! The times a record keeps.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The current time, truncated to the microseconds a record keeps, so that a
+/// record read back equals the one written.
+pub(crate) fn now() -> SystemTime {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    UNIX_EPOCH + Duration::from_micros(u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX))
+}

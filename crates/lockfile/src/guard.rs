@@ -316,10 +316,15 @@ impl LockGuard {
         marked.and(removed).and(unlocked)
     }
 
-    /// Unlinks the lock file, but only if the path still names our file.
+    /// Unlinks the lock file, but only if the path still names our file, and
+    /// only by its last name: an acquirer that waited on a file with one
+    /// name left trusts its link count (the crate's protocol, step 3).
     fn remove_while_locked(&self) -> Result<()> {
         let ours = sys::identity_of(&self.file)
             .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))?;
+        if ours.links > 1 {
+            return Ok(());
+        }
         match sys::identity_at(&self.path) {
             Ok(at_path) if at_path.same_file(&ours) => std::fs::remove_file(&self.path)
                 .map_err(|e| Error::from_io(Operation::Remove, &self.path, e)),

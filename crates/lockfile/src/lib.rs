@@ -55,8 +55,8 @@
 //! waiting on the old inode wakes up holding a lock on a file that no longer
 //! has a name, while a newcomer locks a fresh file at the same path. Here a
 //! file is only unlinked by someone holding its lock, and every acquirer
-//! compares the locked handle's (device, inode) with the path after locking,
-//! retrying on a mismatch.
+//! checks after locking that the file it locked still has its name, retrying
+//! when it lost it.
 //!
 //! # The protocol
 //!
@@ -66,14 +66,19 @@
 //! 1. **Open** the path with `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC`,
 //!    read-write and creating it when missing; read-only for a shared lock,
 //!    a file that is not ours or may not be written, and a directory (never
-//!    created). Anything else but a regular file is refused: a symlink is
-//!    never followed (not even one named `link/`), a FIFO never waited on.
+//!    created). A symlink is never followed (not even one named `link/`).
 //! 2. **Lock** the open file with `flock(LOCK_EX)` (`LOCK_SH` for a shared
 //!    lock): at once, until a deadline (a per-thread timer interrupts the
-//!    wait), or for as long as it takes.
-//! 3. **Check the identity**: `fstat` of the locked descriptor against `stat`
-//!    of the path. When they name different inodes (the file was unlinked or
-//!    replaced while we waited), close and start again at step 1.
+//!    wait), or for as long as it takes. Before a wait, `fstat` refuses
+//!    anything but a regular file (or an allowed directory), so that a FIFO
+//!    or a device is never waited on.
+//! 3. **Check the identity**: `fstat` of the locked descriptor refuses what
+//!    is not a regular file, and its link count says whether the file still
+//!    has a name. Unlinking it (reap, a release that removes) or renaming
+//!    another file over it leaves it none: close and start again at step 1.
+//!    A file with more than one name (hard links, a directory) may have lost
+//!    just this one, so its descriptor is compared with a `stat` of the
+//!    path, (device, inode).
 //! 4. **Read** the first bytes and classify them ([`Content`]); a directory
 //!    and a shared lock skip to the end here, writing nothing. Content that
 //!    is not ours is never written: the acquire fails, or (with
@@ -100,14 +105,21 @@
 //! **Why exclusion holds.** A guard claims "I hold the lock on the inode that
 //! the path names". Two guards for one path would need two inodes named by
 //! the path at their step 3, so the first one's inode must have lost the name
-//! in between. Only steps 7 and 8 unlink, and both do it while holding the
+//! in between: been unlinked, or had another file renamed over it. Either
+//! leaves it without a name (link count 0) unless it has others, and then
+//! the path is compared. Only steps 7 and 8 unlink, and both do it while holding the
 //! lock on the inode they unlink, which the first guard still holds: neither
 //! can run. A process that was waiting on an inode that got unlinked wakes up
 //! at step 3, sees the mismatch and starts again on the new file. So the
 //! claim can only break if something outside this protocol renames or
 //! deletes the file while it is held (an operator's `mv` or `rm`): the
 //! kernel lock then still excludes everyone who opened the old inode, but a
-//! newcomer locks the new file.
+//! newcomer locks the new file. A rename of the file itself (`mv job.lock
+//! old.lock`) keeps its link count at 1, so a process that was waiting on it
+//! wakes up holding what is now `old.lock`. A `stat` of the path would catch
+//! that waiter, but not the holder, who already shares the path with every
+//! newcomer: such a rename breaks exclusion whatever a waiter checks, so
+//! step 3 does not pay a syscall on every acquire for it.
 //!
 //! **Why reap never unlinks a held lock.** It unlinks only in step 8, while
 //! it holds the file's lock itself; a holder would have made its non-blocking

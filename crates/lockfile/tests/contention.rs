@@ -97,6 +97,87 @@ fn a_waiter_on_an_unlinked_file_retries_on_the_new_one() {
     assert!(LockGuard::try_acquire(&path).unwrap_err().is_contended());
 }
 
+/// Waits until a thread of this process is queued on the lock of the file
+/// with inode `ino` (a `->` line of `/proc/locks`).
+fn wait_for_a_waiter(ino: u64) {
+    crate::support::eventually("a waiter queued on the lock", || {
+        std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+            locks
+                .lines()
+                .any(|l| l.contains("->") && l.contains(&format!(":{ino} ")))
+        })
+    });
+}
+
+/// The inode that the guard's descriptor refers to.
+fn locked_inode(guard: &LockGuard) -> u64 {
+    rustix::fs::fstat(guard).unwrap().st_ino as u64
+}
+
+/// Another file renamed over a held lock file leaves the old one without a
+/// name (link count 0): a waiter on it starts over on the new file.
+#[test]
+fn a_waiter_on_a_file_renamed_over_retries_on_the_new_one() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let first = LockGuard::acquire(&path).unwrap();
+    let old = std::fs::metadata(&path).unwrap().ino();
+    let waiter = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            LockOptions::new()
+                .timeout(Duration::from_secs(20))
+                .acquire(&path)
+        }
+    });
+    wait_for_a_waiter(old);
+    let replacement = dir.path().join("replacement");
+    std::fs::write(&replacement, "").unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    first.release().unwrap();
+    let guard = waiter.join().unwrap().unwrap();
+    let new = std::fs::metadata(&path).unwrap().ino();
+    assert_ne!(new, old);
+    assert_eq!(
+        locked_inode(&guard),
+        new,
+        "the lock is on the file at the path"
+    );
+}
+
+/// A hard-linked lock file: a link count above one does not say which name
+/// is left, so the path is compared, and release never removes one name of
+/// several.
+#[test]
+fn a_hard_linked_lock_file_is_checked_by_its_path_and_never_removed() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    LockGuard::acquire(&path).unwrap().release().unwrap();
+    let alias = dir.path().join("alias");
+    std::fs::hard_link(&path, &alias).unwrap();
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    let first = LockOptions::new()
+        .remove_on_release(true)
+        .acquire(&path)
+        .unwrap();
+    let waiter = std::thread::spawn({
+        let path = path.clone();
+        move || {
+            LockOptions::new()
+                .timeout(Duration::from_secs(20))
+                .acquire(&path)
+        }
+    });
+    wait_for_a_waiter(ino);
+    first.release().unwrap();
+    let guard = waiter.join().unwrap().unwrap();
+    assert_eq!(locked_inode(&guard), ino);
+    assert!(path.exists() && alias.exists(), "no name was removed");
+    // Both names lead to the one lock.
+    let through_alias = LockGuard::try_acquire(&alias).unwrap_err();
+    assert!(through_alias.is_contended(), "{through_alias}");
+}
+
 #[test]
 fn release_marks_the_record_released_and_keeps_the_last_owner() {
     let dir = tempdir();

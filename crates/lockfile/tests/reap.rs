@@ -199,3 +199,25 @@ fn reap_leaves_a_file_with_a_posix_lock_alone() {
     holder.kill().unwrap();
     holder.wait().unwrap();
 }
+
+/// A lock file with other names is never unlinked by one of them: an
+/// acquirer that locked it trusts a link count of one to mean "still named
+/// by my path", so a name may only go when it is the last one.
+#[test]
+fn reap_never_unlinks_one_name_of_a_hard_linked_file() {
+    let dir = tempdir();
+    let torn = lock_path(&dir, "torn.lock");
+    std::fs::write(&torn, "{\"format\":1,\"released\":fa").unwrap();
+    let alias = dir.path().join("alias");
+    std::fs::hard_link(&torn, &alias).unwrap();
+    let report = lockfile::reap(dir.path(), ReapOptions::new().remove(true)).unwrap();
+    let entry = &report.entries[0];
+    assert_eq!(entry.action, ReapAction::Kept, "{}", entry.reason);
+    assert!(
+        matches!(entry.reason, ReapReason::HardLinked { links: 2 }),
+        "{:?}",
+        entry.reason
+    );
+    assert_eq!(entry.reason.kind(), "hard_linked");
+    assert!(torn.exists() && alias.exists());
+}

@@ -25,7 +25,7 @@ use crate::{Error, LockOptions, Result, Wait};
 pub(crate) use kernel::{holder_record, take_kernel_lock};
 use kernel::{lock_or_evict, unlocked};
 pub(crate) use open::may_not_write;
-use open::{Access, open_lock_file};
+use open::{Access, check_kind, open_lock_file};
 pub(crate) use write::{acquired, owner, write_record};
 use write::{foreign_content, without_record};
 
@@ -128,32 +128,37 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     // Set once the lock was taken by evicting a hung holder, for the record.
     let mut eviction = None;
     loop {
-        let (file, id, access) = open_lock_file(&itself, path, opts, read_only || names_dir)?;
-        if names_dir && !id.is_dir() {
-            let not_a_dir = io::Error::from_raw_os_error(libc::ENOTDIR);
-            return Err(Error::from_io(Operation::Open, path, not_a_dir));
+        let (file, access) = open_lock_file(&itself, path, opts, read_only || names_dir)?;
+        // Step 2. Uncontended, one stat after the lock serves both the check
+        // of the file's kind and the check of its name. Contended, the kind
+        // is checked before the wait, so that nothing waits on a FIFO or a
+        // device it would refuse anyway.
+        let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
+        if !sys::try_lock(file.as_fd(), mode).map_err(lock_err)? {
+            let id =
+                sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+            check_kind(path, opts, names_dir, &id)?;
+            if opts.evict_after.is_some() && mode == LockMode::Exclusive {
+                eviction = lock_or_evict(opts, path, &file, &wait, started)?.or(eviction);
+            } else {
+                take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
+                    holder_record(&file, mode)
+                })?;
+            }
         }
-        if opts.evict_after.is_some() && mode == LockMode::Exclusive {
-            eviction = lock_or_evict(opts, path, &file, &wait, started)?.or(eviction);
-        } else {
-            take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
-                holder_record(&file, mode)
-            })?;
+        // Step 3.
+        let id = match sys::identity_of(&file) {
+            Ok(id) => id,
+            Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Stat, path, e))),
+        };
+        if let Err(e) = check_kind(path, opts, names_dir, &id) {
+            return Err(unlocked(&file, e));
         }
-        // Re-check the inode: the path may have been unlinked (by reap, or a
-        // release that removes) or replaced while we waited. A lock on a file
-        // that no longer has this name excludes nobody. A directory is
-        // checked the same way: one renamed away while we waited is not the
-        // directory at this path.
-        match sys::identity_at(&itself) {
-            Ok(at_path) if at_path.same_file(&id) => {}
-            Ok(_) => {
+        match still_named(&itself, &id) {
+            Ok(true) => {}
+            Ok(false) => {
                 // Let go of the old one explicitly: a child that another
                 // thread forks meanwhile would hold it until its exec.
-                let _ = sys::unlock(file.as_fd());
-                continue;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 let _ = sys::unlock(file.as_fd());
                 continue;
             }
@@ -223,5 +228,29 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             }
         };
         return Ok(without_record(opts, path, file, no_record, started));
+    }
+}
+
+/// Whether the path still names the locked file (step 3): it may have been
+/// unlinked (by reap, or a release that removes) or replaced while we
+/// waited, and a lock on a file that no longer has this name excludes
+/// nobody.
+///
+/// Both leave the locked file without a name, which its link count already
+/// says, so a file with one link needs no stat of the path. A file with more
+/// names (hard links, and every directory) may have lost just this one: the
+/// path is compared. What the link count cannot see is a rename of the file
+/// itself (`mv job.lock old.lock`): nothing in this crate renames a lock
+/// file, and an operator who moves one that is held breaks exclusion
+/// against its holder whatever a newcomer checks (see the protocol).
+fn still_named(itself: &Path, id: &sys::Identity) -> io::Result<bool> {
+    match id.links {
+        0 => Ok(false),
+        1 if !id.is_dir() => Ok(true),
+        _ => match sys::identity_at(itself) {
+            Ok(at_path) => Ok(at_path.same_file(id)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        },
     }
 }

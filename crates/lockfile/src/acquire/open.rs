@@ -18,8 +18,7 @@ pub(super) enum Access {
 }
 
 /// Opens (creating if needed) the lock file without following a symlink and
-/// without blocking on a FIFO, and refuses anything but a regular file (or a
-/// directory, when the options allow a lock without a record).
+/// without blocking on a FIFO. What it opened is judged by [`check_kind`].
 ///
 /// The file is opened for reading and writing, so that a record can be
 /// written, unless `read_only` asks otherwise or the lock is shared (which
@@ -31,7 +30,7 @@ pub(super) fn open_lock_file(
     path: &Path,
     opts: &LockOptions,
     read_only: bool,
-) -> Result<(File, sys::Identity, Access)> {
+) -> Result<(File, Access)> {
     let open = |access: Access, create: bool| {
         sys::open_noatime(itself, |path, extra| {
             use rustix::fs::OFlags;
@@ -81,19 +80,31 @@ pub(super) fn open_lock_file(
             Err(e) => Err(e),
         }
     };
-    let (file, access) = opened.map_err(|e| Error::from_io(Operation::Open, path, e).explain())?;
-    let id = sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
-    if id.is_dir() && opts.record_optional {
-        return Ok((file, id, access));
+    opened.map_err(|e| Error::from_io(Operation::Open, path, e).explain())
+}
+
+/// Refuses to lock anything but a regular file, or a directory when the
+/// options allow a lock without a record (and `dir/` asks for one). Judged
+/// from the stat that the lock takes anyway, so that it costs no syscall of
+/// its own.
+pub(super) fn check_kind(
+    path: &Path,
+    opts: &LockOptions,
+    names_dir: bool,
+    id: &sys::Identity,
+) -> Result<()> {
+    if names_dir && !id.is_dir() {
+        let not_a_dir = io::Error::from_raw_os_error(libc::ENOTDIR);
+        return Err(Error::from_io(Operation::Open, path, not_a_dir));
     }
-    if !id.is_regular() {
-        return Err(Error::NotRegularFile {
-            op: Operation::Open,
-            path: path.to_path_buf(),
-            kind: sys::file_kind(id.kind),
-        });
+    if id.is_regular() || (id.is_dir() && opts.record_optional) {
+        return Ok(());
     }
-    Ok((file, id, access))
+    Err(Error::NotRegularFile {
+        op: Operation::Open,
+        path: path.to_path_buf(),
+        kind: sys::file_kind(id.kind),
+    })
 }
 
 /// Whether opening for writing failed only because writing is not allowed.

@@ -313,6 +313,11 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), ReapReaso
     {
         return changed(ReapChange::Replaced);
     }
+    if ours.nlink() > 1 {
+        return Err(ReapReason::HardLinked {
+            links: ours.nlink(),
+        });
+    }
     if ours.len() != report.size || ours.modified().ok() != report.modified {
         return changed(ReapChange::Modified);
     }

@@ -48,6 +48,14 @@ pub enum ReapReason {
     },
     /// A torn record of ours that nobody holds: removable.
     Torn(Option<DecodeError>),
+    /// Litter, but the file has other names (hard links): removing this one
+    /// would leave the lock on a file that lives on under another name, and
+    /// an acquirer that was waiting on it could not tell (see the crate's
+    /// protocol, step 3). Found by the re-check under the lock.
+    HardLinked {
+        /// How many names the file has.
+        links: u64,
+    },
     /// Removal was attempted, and the re-check under the lock found a reason
     /// to keep the file after all.
     Changed(ReapChange),
@@ -76,8 +84,8 @@ pub enum ReapChange {
 impl ReapReason {
     /// A stable name for the variant: `vanished`, `free`, `held`,
     /// `foreign_content`, `foreign_host`, `carries_last_success`,
-    /// `carries_run_history`, `recently_changed`, `stale`, `torn`, `changed`
-    /// or `failed`.
+    /// `carries_run_history`, `recently_changed`, `stale`, `torn`,
+    /// `hard_linked`, `changed` or `failed`.
     pub fn kind(&self) -> &'static str {
         match self {
             ReapReason::Vanished => "vanished",
@@ -90,6 +98,7 @@ impl ReapReason {
             ReapReason::RecentlyChanged { .. } => "recently_changed",
             ReapReason::Stale { .. } => "stale",
             ReapReason::Torn(_) => "torn",
+            ReapReason::HardLinked { .. } => "hard_linked",
             ReapReason::Changed(_) => "changed",
             ReapReason::Failed(_) => "failed",
         }
@@ -140,6 +149,10 @@ impl fmt::Display for ReapReason {
                 Some(why) => write!(f, "debris: nobody holds it and {why}"),
                 None => f.write_str("debris: nobody holds it and it holds no record"),
             },
+            ReapReason::HardLinked { links } => write!(
+                f,
+                "not removed: the file has {links} names (hard links), and a lock file is only ever removed by its last name"
+            ),
             ReapReason::Changed(change) => {
                 f.write_str("not removed: ")?;
                 match change {

@@ -281,6 +281,8 @@ pub(crate) struct Identity {
     pub(crate) dev: u64,
     pub(crate) ino: u64,
     pub(crate) kind: rustix::fs::FileType,
+    /// How many names the file has: 0 once it was unlinked or renamed over.
+    pub(crate) links: u64,
 }
 
 impl Identity {

@@ -47,6 +47,7 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
         dev: st.st_dev as u64,
         ino: st.st_ino as u64,
         kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
+        links: st.st_nlink as u64,
     })
 }
 
@@ -57,6 +58,7 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity>
         dev: m.dev(),
         ino: m.ino(),
         kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
+        links: m.nlink(),
     })
 }
 

@@ -13,8 +13,8 @@ pub(in crate::sys) fn noatime_flag() -> i32 {
     libc::O_NOATIME
 }
 
-/// The identity of an open file, from statx(2) asked for the type and inode
-/// only. Not for the times: on filesystems with fine-grained timestamps
+/// The identity of an open file, from statx(2) asked for the type, inode and
+/// link count only. Not for the times: on filesystems with fine-grained timestamps
 /// (Linux 6.13+), a query of the times makes the next write to the file take
 /// a fine-grained timestamp and log its inode, which the lock's hot path
 /// would pay for on every record write.
@@ -23,7 +23,7 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<Identity> {
         fd,
         "",
         rustix::fs::AtFlags::EMPTY_PATH,
-        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO,
+        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO | rustix::fs::StatxFlags::NLINK,
     ))
 }
 
@@ -33,7 +33,7 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<Identity> {
         rustix::fs::CWD,
         path,
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO,
+        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO | rustix::fs::StatxFlags::NLINK,
     ))
 }
 
@@ -43,6 +43,7 @@ fn identity(statx: rustix::io::Result<rustix::fs::Statx>) -> io::Result<Identity
         dev: rustix::fs::makedev(st.stx_dev_major, st.stx_dev_minor),
         ino: st.stx_ino,
         kind: rustix::fs::FileType::from_raw_mode(st.stx_mode.into()),
+        links: st.stx_nlink.into(),
     })
 }
 

@@ -1,0 +1,230 @@
+//! The coordinator: sets up a run, starts every process, runs the chaos loop,
+//! and prints the summary.
+
+mod chaos;
+mod fleet;
+mod pidfd;
+mod summary;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+use crate::RunConfig;
+use crate::board::{Board, Layout, Rng};
+use chaos::{Chaos, strike};
+use fleet::{Kind, Worker};
+use summary::Summary;
+
+/// How long the coordinator waits for its processes to finish once the run
+/// stopped before it calls them hung: a liveness net for a deadlock, far
+/// above anything a healthy run needs.
+const HANG_AFTER: Duration = Duration::from_secs(120);
+
+pub(crate) fn main(cfg: RunConfig) -> i32 {
+    match run(cfg) {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("lockfile-torture: cannot run: {e:#}");
+            2
+        }
+    }
+}
+
+fn run(cfg: RunConfig) -> Result<bool> {
+    let me = std::env::current_exe()?;
+    let lockfile_bin = locate_lockfile(&cfg, &me)?;
+    let temp;
+    let dir: PathBuf = match &cfg.dir {
+        Some(d) => d.clone(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("lockfile-torture.")
+                .tempdir()?;
+            temp.path().to_path_buf()
+        }
+    };
+    let layout = Layout { dir: dir.clone() };
+    for d in [
+        layout.locks_dir(),
+        layout.dir.join("detectors"),
+        layout.probe_dir(),
+        layout.logs_dir(),
+    ] {
+        std::fs::create_dir_all(&d).with_context(|| format!("create {}", d.display()))?;
+    }
+    let board = Board::create(&dir, cfg.locks, cfg.rounds, cfg.hold_us)?;
+    board.sabotage.store(u32::from(cfg.sabotage), SeqCst);
+    plant_litter(&layout)?;
+
+    let run_workers = cfg
+        .run_workers
+        .unwrap_or((cfg.workers / 3).max(1))
+        .min(cfg.workers);
+    let library_workers = cfg.workers - run_workers;
+    println!(
+        "lockfile-torture: {} workers ({library_workers} library, {run_workers} `lockfile run`) x {} rounds on {} lock(s), SIGKILL every {} ms, sections up to {} us",
+        cfg.workers, cfg.rounds, cfg.locks, cfg.kill_every, cfg.hold_us
+    );
+
+    let spawn_role = |args: &[&str]| -> Result<Child> {
+        Command::new(&me)
+            .args(args)
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .with_context(|| format!("spawn {}", me.display()))
+    };
+    let bin = lockfile_bin
+        .to_str()
+        .context("the lockfile path is not UTF-8")?;
+    let mut helpers = [
+        ("probe", spawn_role(&["probe"])?),
+        (
+            "inspector",
+            spawn_role(&["inspector", "--lockfile-bin", bin])?,
+        ),
+        ("reaper", spawn_role(&["reaper", "--lockfile-bin", bin])?),
+    ];
+    let spawn_worker = |slot: usize, kind: Kind| -> Result<Child> {
+        let s = slot.to_string();
+        match kind {
+            Kind::Library => spawn_role(&["worker", "--slot", &s]),
+            Kind::Run => spawn_role(&["driver", "--slot", &s, "--lockfile-bin", bin]),
+        }
+    };
+    let mut workers = Vec::new();
+    for slot in 0..cfg.workers as usize {
+        let kind = if slot < library_workers as usize {
+            Kind::Library
+        } else {
+            Kind::Run
+        };
+        workers.push(Worker {
+            slot,
+            kind,
+            child: Some(spawn_worker(slot, kind)?),
+            finished: false,
+        });
+    }
+
+    let started = Instant::now();
+    let deadline = cfg.seconds.map(|s| started + Duration::from_secs_f64(s));
+    let kill_every = Duration::from_millis(cfg.kill_every);
+    let mut next_kill = started + kill_every;
+    let mut chaos = Chaos::default();
+    let mut rng = Rng::new(42);
+    let mut failed_exits = 0u64;
+    loop {
+        for w in &mut workers {
+            if let Some(child) = &mut w.child
+                && let Some(status) = child.try_wait()?
+            {
+                w.child = None;
+                w.finished = true;
+                if !status.success() {
+                    failed_exits += 1;
+                    eprintln!(
+                        "lockfile-torture: ERROR: worker {} ({:?}) exited with {status}",
+                        w.slot, w.kind
+                    );
+                }
+            }
+        }
+        if workers.iter().all(|w| w.finished) {
+            break;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if cfg.kill_every > 0 && Instant::now() >= next_kill {
+            strike(board, &mut workers, &mut rng, &mut chaos, &spawn_worker)?;
+            next_kill = Instant::now() + kill_every;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    board.stop.store(1, SeqCst);
+    let elapsed = started.elapsed();
+
+    // Wind down: workers finish their section and exit, drivers wait for
+    // their orphans, helpers see the stop flag.
+    let wind_down = Instant::now();
+    let mut hung = Vec::new();
+    let all = workers
+        .iter_mut()
+        .filter_map(|w| w.child.as_mut().map(|c| (format!("worker {}", w.slot), c)))
+        .chain(helpers.iter_mut().map(|(n, c)| (n.to_string(), c)));
+    for (name, child) in all {
+        loop {
+            match child.try_wait()? {
+                Some(status) => {
+                    if !status.success() {
+                        failed_exits += 1;
+                        eprintln!("lockfile-torture: ERROR: {name} exited with {status}");
+                    }
+                    break;
+                }
+                None if wind_down.elapsed() > HANG_AFTER => {
+                    hung.push(format!("{name} (pid {})", child.id()));
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                None => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    }
+    if !hung.is_empty() {
+        eprintln!(
+            "lockfile-torture: ERROR: hung after the run stopped: {}",
+            hung.join(", ")
+        );
+        for k in 0..cfg.locks {
+            eprintln!(
+                "  {}: {:?}",
+                layout.lock(k).display(),
+                lockfile::inspect(layout.lock(k))
+            );
+        }
+    }
+
+    let mut summary = Summary::gather(board, &chaos, elapsed, failed_exits + hung.len() as u64);
+    summary.strict_inspect = cfg.strict_inspect;
+    summary.print();
+    if cfg.dir.is_some() {
+        println!("run directory kept: {}", dir.display());
+    }
+    Ok(summary.passed())
+}
+
+/// Leaves litter in the probe's directory, so that inspecting it has every
+/// kind of file to read: debris, an empty file, a stale record.
+fn plant_litter(layout: &Layout) -> Result<()> {
+    let dir = layout.probe_dir();
+    std::fs::write(dir.join("debris.lock"), b"\x00\xffnot a record")?;
+    std::fs::write(dir.join("empty.lock"), b"")?;
+    lockfile::LockGuard::acquire(dir.join("stale.lock"))?.disown();
+    Ok(())
+}
+
+fn locate_lockfile(cfg: &RunConfig, me: &Path) -> Result<PathBuf> {
+    let path = match &cfg.lockfile_bin {
+        Some(p) => p.clone(),
+        None => me
+            .parent()
+            .context("this executable has no directory")?
+            .join("lockfile"),
+    };
+    if !path.is_file() {
+        bail!(
+            "no `lockfile` command at {}: build it (cargo build -p lockfile-cli) or pass --lockfile-bin",
+            path.display()
+        );
+    }
+    Ok(path)
+}

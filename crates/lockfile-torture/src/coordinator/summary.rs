@@ -1,0 +1,187 @@
+//! The summary of a run: the figures gathered from the board and the chaos
+//! tally, and the verdict the exit status reports.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use super::chaos::Chaos;
+use crate::board::Board;
+
+/// The figures of a run.
+#[derive(Debug)]
+pub(super) struct Summary {
+    elapsed: Duration,
+    sections: u64,
+    acquisitions: u64,
+    holders_killed: u64,
+    library_killed: usize,
+    sections_killed: usize,
+    wrappers_killed: u64,
+    waiters_killed: u64,
+    missed: u64,
+    reaped: u64,
+    reap_passes: u64,
+    overlaps: u64,
+    detector_waits: u64,
+    record_mismatches: u64,
+    unlinked_while_held: u64,
+    probe_attempts: u64,
+    probe_failures: u64,
+    inspections: u64,
+    probe_contradictions: u64,
+    stale_reports: u64,
+    stale_while_owner_alive: u64,
+    recovery_all: Vec<u64>,
+    recovery_library: Vec<u64>,
+    recovery_section: Vec<u64>,
+    errors: u64,
+    pub(super) strict_inspect: bool,
+}
+
+impl Summary {
+    pub(super) fn gather(
+        board: &Board,
+        chaos: &Chaos,
+        elapsed: Duration,
+        failed_exits: u64,
+    ) -> Summary {
+        let log = board.acquisitions();
+        let recovery = |deaths: &[(u32, u64)]| -> Vec<u64> {
+            let mut v: Vec<u64> = deaths
+                .iter()
+                .filter_map(|&(lock, at)| {
+                    // The victim held the lock when it was killed, so the
+                    // first acquisition of that lock logged after the kill
+                    // is the next one after its death.
+                    let from = log.partition_point(|&(_, t)| t <= at);
+                    log[from..]
+                        .iter()
+                        .find(|&&(l, _)| l == lock)
+                        .map(|&(_, t)| t - at)
+                })
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let recovery_library = recovery(&chaos.library_deaths);
+        let recovery_section = recovery(&chaos.section_deaths);
+        let mut recovery_all = [recovery_library.clone(), recovery_section.clone()].concat();
+        recovery_all.sort_unstable();
+        Summary {
+            elapsed,
+            sections: board.sections(),
+            acquisitions: board.acquisitions.load(SeqCst),
+            holders_killed: chaos.holders_killed(),
+            library_killed: chaos.library_deaths.len(),
+            sections_killed: chaos.section_deaths.len(),
+            wrappers_killed: chaos.wrappers_killed,
+            waiters_killed: chaos.waiters_killed,
+            missed: chaos.missed,
+            reaped: board.reaped.load(SeqCst),
+            reap_passes: board.reap_passes.load(SeqCst),
+            overlaps: board.overlaps.load(SeqCst),
+            detector_waits: board.detector_waits.load(SeqCst),
+            record_mismatches: board.record_mismatches.load(SeqCst),
+            unlinked_while_held: board.unlinked_while_held.load(SeqCst),
+            probe_attempts: board.probe_attempts.load(SeqCst),
+            probe_failures: board.probe_failures.load(SeqCst),
+            inspections: board.inspections.load(SeqCst),
+            probe_contradictions: board.probe_contradictions.load(SeqCst),
+            stale_reports: board.stale_reports.load(SeqCst),
+            stale_while_owner_alive: board.stale_while_owner_alive.load(SeqCst),
+            recovery_all,
+            recovery_library,
+            recovery_section,
+            errors: board.errors.load(SeqCst) + failed_exits,
+            strict_inspect: false,
+        }
+    }
+
+    pub(super) fn passed(&self) -> bool {
+        self.overlaps == 0
+            && self.probe_failures == 0
+            && self.errors == 0
+            && self.record_mismatches == 0
+            && self.unlinked_while_held == 0
+            && (self.probe_contradictions == 0 || !self.strict_inspect)
+    }
+
+    pub(super) fn print(&self) {
+        let ms = |ns: u64| format!("{:.2} ms", ns as f64 / 1e6);
+        let stats = |v: &[u64]| match v {
+            [] => "n/a".to_owned(),
+            _ => format!(
+                "median {}, max {} (n={})",
+                ms(v[(v.len() - 1) / 2]),
+                ms(*v.last().unwrap()),
+                v.len()
+            ),
+        };
+        println!(
+            "elapsed                                    {:.1} s",
+            self.elapsed.as_secs_f64()
+        );
+        println!(
+            "critical sections completed                {}",
+            self.sections
+        );
+        println!(
+            "acquisitions                               {}",
+            self.acquisitions
+        );
+        println!(
+            "holders killed (SIGKILL)                   {}  (library holders {}, `lockfile run` commands {}, `lockfile run` wrappers while their command ran {})",
+            self.holders_killed, self.library_killed, self.sections_killed, self.wrappers_killed
+        );
+        println!(
+            "other kills                                {} waiting workers, {} just after leaving their section",
+            self.waiters_killed, self.missed
+        );
+        println!(
+            "files reaped                               {}  ({} reap passes)",
+            self.reaped, self.reap_passes
+        );
+        println!(
+            "overlaps                                   {}  ({} detector checks waited for an exiting holder)",
+            self.overlaps, self.detector_waits
+        );
+        println!(
+            "held lock unlinked or its record overwritten {}",
+            self.unlinked_while_held + self.record_mismatches
+        );
+        println!(
+            "acquisitions failed because of inspect     {}  (probe: {} try_acquire, inspector: {} inspections)",
+            self.probe_failures, self.probe_attempts, self.inspections
+        );
+        println!(
+            "inspect contradicting the probe            {}{}",
+            self.probe_contradictions,
+            if self.strict_inspect {
+                ""
+            } else {
+                "  (reported, not fatal without --strict-inspect)"
+            }
+        );
+        println!(
+            "`stale` verdicts on a live owner's lock    {}  (of {} `stale` verdicts)",
+            self.stale_while_owner_alive, self.stale_reports
+        );
+        println!(
+            "holder death -> next acquisition           {}",
+            stats(&self.recovery_all)
+        );
+        println!(
+            "  after a library holder's death           {}",
+            stats(&self.recovery_library)
+        );
+        println!(
+            "  after a `lockfile run` command's death   {}",
+            stats(&self.recovery_section)
+        );
+        println!("unexpected errors                          {}", self.errors);
+        println!(
+            "result                                     {}",
+            if self.passed() { "PASS" } else { "FAIL" }
+        );
+    }
+}

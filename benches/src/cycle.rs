@@ -47,10 +47,9 @@ pub(crate) const FS4: &str = "fs4 1.1 try_lock + unlock";
 pub(crate) const FD_LOCK: &str = "fd-lock 4 try_write + drop";
 pub(crate) const PYTHON: &str = "Python filelock acquire + release";
 pub(crate) const OURS: &str = "lockfile try_acquire + release";
-pub(crate) const REPLICA: &str =
-    "raw replica of our 9 syscalls (statx for type and inode only, O_NOATIME)";
-pub(crate) const REPLICA_PLAIN: &str =
-    "raw replica with plain fstat/lstat (every field) and without O_NOATIME";
+pub(crate) const REPLICA: &str = "raw replica of our 8 syscalls (one statx after the lock, for type, inode and links; O_NOATIME)";
+pub(crate) const REPLICA_PATH_STAT: &str = "raw replica of the previous 9 (statx of the descriptor before the lock and of the path after it)";
+pub(crate) const REPLICA_PLAIN: &str = "raw replica of the first version's 9, with plain fstat/lstat (every field) and without O_NOATIME";
 pub(crate) const FLOOR_HELD: &str = "floor, held: open + flock(EX|NB) fails + close";
 pub(crate) const OURS_HELD: &str = "lockfile try_acquire, held (error names the holder)";
 pub(crate) const HB_FLOOR: &str = "floor: futimens(fd, UTIME_NOW)";
@@ -60,7 +59,7 @@ pub(crate) const HB_OURS: &str = "lockfile heartbeat()";
 pub(crate) const SYS_OPEN_CLOSE: &str = "open(O_CREAT) + close of an existing file";
 pub(crate) const SYS_FLOCK_PAIR: &str = "flock(EX|NB) + flock(UN)";
 pub(crate) const SYS_FSTAT: &str = "fstat";
-pub(crate) const SYS_LSTAT: &str = "lstat(path)";
+pub(crate) const SYS_LSTAT: &str = "lstat(path), which the link count replaced";
 pub(crate) const SYS_PREAD: &str = "pread 4096 B (512 B file)";
 pub(crate) const SYS_PWRITE_RECORD: &str = "pwrite 512 B record";
 pub(crate) const SYS_PWRITE_FLAG: &str = "pwrite 5 B released flag";
@@ -187,37 +186,34 @@ pub(crate) fn benches(
     }
     let replica_path = file("replica.lock");
     std::fs::write(&replica_path, &record)?;
-    let replica = cpath(&replica_path)?;
-    let replica_record = record.clone();
-    // The same 9 syscalls with plain flags, as a first version issued them:
-    // stats that ask for every field (timestamps included, so the kernel
-    // gives the next write a fine-grained mtime and logs the inode), and
-    // reads that update atime.
-    out.push(Bench {
-        name: REPLICA_PLAIN,
-        batch,
-        run: Box::new(move |n| {
-            let mut buf = [0u8; 4096];
-            timed(n, || {
-                replica_cycle(&replica, &replica_record, &mut buf, false)
-            })
-        }),
-    });
-
-    // Our 9 syscalls with our flags: the stats ask for no timestamps, and
-    // reads do not touch atime.
-    let lean_path = file("replica-lean.lock");
-    std::fs::write(&lean_path, &record)?;
-    let lean = cpath(&lean_path)?;
-    let lean_record = record;
-    out.push(Bench {
-        name: REPLICA,
-        batch,
-        run: Box::new(move |n| {
-            let mut buf = [0u8; 4096];
-            timed(n, || replica_cycle(&lean, &lean_record, &mut buf, true))
-        }),
-    });
+    for (name, replica, file_name) in [
+        // The syscalls as a first version issued them: stats that ask for
+        // every field (timestamps included, so the kernel gives the next
+        // write a fine-grained mtime and logs the inode), and reads that
+        // update atime.
+        (REPLICA_PLAIN, Replica::Plain, "replica-plain.lock"),
+        // Lean flags, and the stat of the path that the link count replaced.
+        (
+            REPLICA_PATH_STAT,
+            Replica::PathStat,
+            "replica-path-stat.lock",
+        ),
+        // Ours: lean flags, one stat.
+        (REPLICA, Replica::Ours, "replica-lean.lock"),
+    ] {
+        let path = file(file_name);
+        std::fs::write(&path, &record)?;
+        let path = cpath(&path)?;
+        let record = record.clone();
+        out.push(Bench {
+            name,
+            batch,
+            run: Box::new(move |n| {
+                let mut buf = [0u8; 4096];
+                timed(n, || replica_cycle(&path, &record, &mut buf, replica))
+            }),
+        });
+    }
 
     // Contention: this process holds the lock through one open file
     // description; a second open conflicts with it as another process would.
@@ -303,17 +299,33 @@ pub(crate) struct Holdings {
     pub(crate) heartbeat: std::rc::Rc<LockGuard>,
 }
 
-/// The syscalls of our cycle, issued raw, in our order: what the cycle would
-/// cost with no user-space work at all. `lean` uses our flags (statx asking
-/// only for type and inode, O_NOATIME); otherwise plain ones (stats asking
-/// for every field, no O_NOATIME).
+/// Which syscalls a replica issues.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replica {
+    /// Ours: open with `O_NOATIME`, flock, statx of the descriptor (type,
+    /// inode, links), pread, pwrite, pwrite, flock(UN), close.
+    Ours,
+    /// The previous version: a statx of the descriptor (type, inode) before
+    /// the lock and one of the path after it.
+    PathStat,
+    /// The first version: as `PathStat`, with stats that ask for every field
+    /// and without `O_NOATIME`.
+    Plain,
+}
+
+/// The syscalls of a cycle, issued raw, in the order the library issues
+/// them: what the cycle would cost with no user-space work at all.
 fn replica_cycle(
     path: &std::ffi::CString,
     record: &[u8],
     buf: &mut [u8; 4096],
-    lean: bool,
+    replica: Replica,
 ) -> Result<()> {
-    let noatime = if lean { libc::O_NOATIME } else { 0 };
+    let noatime = if replica == Replica::Plain {
+        0
+    } else {
+        libc::O_NOATIME
+    };
     let fd = Fd::open(
         path,
         libc::O_RDWR
@@ -324,30 +336,38 @@ fn replica_cycle(
             | libc::O_NOCTTY
             | noatime,
     )?;
-    let mask = if lean {
-        libc::STATX_TYPE | libc::STATX_INO
-    } else {
-        libc::STATX_BASIC_STATS
+    let mask = match replica {
+        Replica::Ours => libc::STATX_TYPE | libc::STATX_INO | libc::STATX_NLINK,
+        Replica::PathStat => libc::STATX_TYPE | libc::STATX_INO,
+        Replica::Plain => libc::STATX_BASIC_STATS,
     };
     // SAFETY: each call gets a descriptor we own, NUL-terminated paths, and
     // pointers to live locals or to slices of the stated length.
     unsafe {
         let mut st: libc::statx = std::mem::zeroed();
-        check(
-            libc::statx(fd.0, c"".as_ptr(), libc::AT_EMPTY_PATH, mask, &mut st) == 0,
-            "statx fd",
-        )?;
-        fd.flock(libc::LOCK_EX | libc::LOCK_NB)?;
-        check(
-            libc::statx(
-                libc::AT_FDCWD,
-                path.as_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-                mask,
-                &mut st,
-            ) == 0,
-            "statx path",
-        )?;
+        let mut stat_fd = || {
+            check(
+                libc::statx(fd.0, c"".as_ptr(), libc::AT_EMPTY_PATH, mask, &mut st) == 0,
+                "statx fd",
+            )
+        };
+        if replica == Replica::Ours {
+            fd.flock(libc::LOCK_EX | libc::LOCK_NB)?;
+            stat_fd()?;
+        } else {
+            stat_fd()?;
+            fd.flock(libc::LOCK_EX | libc::LOCK_NB)?;
+            check(
+                libc::statx(
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                    mask,
+                    &mut st,
+                ) == 0,
+                "statx path",
+            )?;
+        }
         check(
             libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) == record.len() as isize,
             "pread",

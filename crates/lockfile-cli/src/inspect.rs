@@ -136,7 +136,7 @@ fn table(outcomes: &[Outcome]) -> String {
                     path.display().to_string(),
                     r.state.to_string(),
                     pid,
-                    owner.map_or("-".to_owned(), |o| o.hostname.clone()),
+                    owner.map_or("-".to_owned(), |o| o.hostname.to_string()),
                     r.owner
                         .as_ref()
                         .and_then(|o| o.job.clone())

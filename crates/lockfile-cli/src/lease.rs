@@ -262,7 +262,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
                         name.clone(),
                         r.state.to_string(),
                         owner.map_or_else(dash, |o| o.pid.to_string()),
-                        owner.map_or_else(dash, |o| o.hostname.clone()),
+                        owner.map_or_else(dash, |o| o.hostname.to_string()),
                         owner.and_then(|o| o.job.clone()).unwrap_or_else(dash),
                         r.fencing_token.map_or_else(dash, |t| t.to_string()),
                         r.ttl_remaining

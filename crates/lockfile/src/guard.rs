@@ -191,14 +191,15 @@ impl LockGuard {
 
     fn write_document(&mut self) -> Result<()> {
         let write_err = |e| Error::from_io(Operation::Write, &self.path, e);
-        let mut buf = Vec::new();
-        self.doc.encode_into(&mut buf);
-        self.file.write_all_at(&buf, 0).map_err(write_err)?;
-        // A shorter document must not leave the old one's tail behind.
-        if buf.len() < self.written_len {
-            self.file.set_len(buf.len() as u64).map_err(write_err)?;
-        }
-        self.written_len = buf.len();
+        let (file, written_len) = (&self.file, self.written_len);
+        self.written_len = self.doc.encode_then(|buf| {
+            file.write_all_at(buf, 0).map_err(write_err)?;
+            // A shorter document must not leave the old one's tail behind.
+            if buf.len() < written_len {
+                file.set_len(buf.len() as u64).map_err(write_err)?;
+            }
+            Ok::<_, Error>(buf.len())
+        })?;
         Ok(())
     }
 

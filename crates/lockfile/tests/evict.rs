@@ -356,7 +356,7 @@ fn a_record_from_another_host_or_boot_is_never_evicted() {
             ("boot_id", "00000000-0000-4000-8000-000000000000".into()),
         ],
     );
-    assert_ne!(host, local_hostname());
+    assert_ne!(&*host, local_hostname());
     silence(&path, Duration::from_secs(3600));
     let err = evicting(Duration::from_secs(1))
         .try_acquire(&path)

@@ -336,7 +336,7 @@ fn a_holder_under_another_hostname_is_foreign_and_kept_by_reap() {
     holder.expect_line("ready ");
 
     let report = lockfile::inspect(&path).unwrap();
-    assert_eq!(report.owner.as_ref().unwrap().hostname, "far-away-host");
+    assert_eq!(&*report.owner.as_ref().unwrap().hostname, "far-away-host");
     assert!(report.findings.iter().any(|f| f.kind() == "foreign_host"));
     holder.kill();
 

@@ -15,7 +15,7 @@ fn inspect_of_a_held_lock_shows_the_holders_pid_host_and_token() {
     let owner = report.owner.as_ref().unwrap();
     assert_eq!(owner.pid, child.pid());
     assert_eq!(owner.token.to_string(), token);
-    assert_eq!(owner.hostname, hostname());
+    assert_eq!(&*owner.hostname, hostname());
     assert_eq!(report.holders.len(), 1);
     assert_eq!(report.holders[0].pid, child.pid());
     assert!(report.findings.is_empty(), "{:?}", report.findings);

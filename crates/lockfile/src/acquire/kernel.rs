@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use crate::error::Operation;
 use crate::evict::{self, Eviction, Patience};
-use crate::record::{self, LockDocument};
+use crate::inspect::{Liveness, judge_owner};
+use crate::record::{self, LockDocument, Release};
 use crate::sys::{self, LockMode};
 use crate::{Error, LockOptions, OwnerRecord, Result, Wait};
 
@@ -83,25 +84,43 @@ pub(crate) fn take_kernel_lock(
 }
 
 /// The record of whoever holds the lock that a `mode` request on `file` did
-/// not get, for the error. Shared holders keep no record: a record in a file
-/// they hold is an earlier holder's, and naming it would blame the wrong
-/// process.
+/// not get, for the error.
+///
+/// Only an unreleased record can name the holder: a released one is an
+/// earlier holder's, under someone who wrote none (a shared holder,
+/// flock(1)). Shared holders keep no record, so an unreleased record under
+/// them is a dead owner's, or one whose release was never going to be
+/// marked; only for such a record is the kernel's lock table read, since
+/// that costs as much as the table is long, on every skipped run.
 pub(crate) fn holder_record(file: &File, mode: LockMode) -> Option<Box<OwnerRecord>> {
-    if mode == LockMode::Exclusive && sys::held_shared(file) {
+    let doc = read_document(file)?;
+    if doc.released {
         return None;
     }
-    read_owner(file)
+    let owner = doc.owner;
+    if mode == LockMode::Exclusive {
+        let me = sys::process_identity();
+        let maybe_litter = owner.release == Release::Unrecorded
+            || (owner.hostname == me.hostname
+                && matches!(judge_owner(&owner, &me), Liveness::Dead(_)));
+        if maybe_litter && sys::held_shared(file) {
+            return None;
+        }
+    }
+    Some(Box::new(owner))
 }
 
 /// Reads the owner record of a lock someone else holds, for the error.
 /// Records are 512 bytes: a small stack buffer serves, and only a full one
 /// (a long job name, or debris) costs a larger read.
 fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
+    read_document(file).map(|doc| Box::new(doc.owner))
+}
+
+fn read_document(file: &File) -> Option<LockDocument> {
     let mut small = [0u8; record::SMALL_READ];
     let content = record::read_content(file, &mut small).ok()?;
-    LockDocument::decode(&content)
-        .ok()
-        .map(|doc| Box::new(doc.owner))
+    LockDocument::decode(&content).ok()
 }
 
 /// Emits `lock_contended` before a wait, reading the holder's record only

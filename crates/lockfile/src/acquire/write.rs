@@ -54,7 +54,7 @@ pub(crate) fn acquired(
         waited_ms = started.elapsed().as_millis() as u64,
         no_record = no_record.map(NoRecord::as_str),
         previous_owner_pid = previous_owner.map(|o| o.pid),
-        previous_owner_host = previous_owner.map(|o| o.hostname.as_str()),
+        previous_owner_host = previous_owner.map(|o| &*o.hostname),
     );
 }
 
@@ -113,14 +113,15 @@ pub(crate) fn write_record(
     if let Some(eviction) = eviction {
         eviction.record_into(&mut doc);
     }
-    let mut buf = Vec::with_capacity(512);
-    doc.encode_into(&mut buf);
-    file.write_all_at(&buf, 0).map_err(write_err)?;
-    // The previous content might be longer (a larger record, or a torn
-    // one): cut it off.
-    if previous.len() > buf.len() {
-        file.set_len(buf.len() as u64).map_err(write_err)?;
-    }
+    let written_len = doc.encode_then(|buf| {
+        file.write_all_at(buf, 0).map_err(write_err)?;
+        // The previous content might be longer (a larger record, or a torn
+        // one): cut it off.
+        if previous.len() > buf.len() {
+            file.set_len(buf.len() as u64).map_err(write_err)?;
+        }
+        Ok(buf.len())
+    })?;
     acquired(path, &doc.owner, None, dead_owner.as_ref(), started);
-    Ok((doc, buf.len()))
+    Ok((doc, written_len))
 }

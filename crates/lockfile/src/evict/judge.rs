@@ -56,7 +56,7 @@ fn threshold(owner: &OwnerRecord, evict_after: Duration) -> Result<Duration, Evi
 fn identifiable(owner: &OwnerRecord, me: &ProcessIdentity) -> Result<(u64, u64), EvictionRefused> {
     if owner.hostname != me.hostname {
         return Err(EvictionRefused::OtherHost {
-            host: owner.hostname.clone(),
+            host: owner.hostname.to_string(),
         });
     }
     let missing = |missing| EvictionRefused::Unidentifiable { missing };
@@ -64,8 +64,8 @@ fn identifiable(owner: &OwnerRecord, me: &ProcessIdentity) -> Result<(u64, u64),
     let ours = me.boot_id.as_ref().ok_or(missing("boot id"))?;
     if theirs != ours {
         return Err(EvictionRefused::OtherBoot {
-            recorded: theirs.clone(),
-            current: ours.clone(),
+            recorded: theirs.to_string(),
+            current: ours.to_string(),
         });
     }
     let start_time = owner.start_time.ok_or(missing("start time"))?;
@@ -189,13 +189,13 @@ mod tests {
         assert!(identifiable(&ours, &me).is_ok());
 
         let mut other_host = ours.clone();
-        other_host.hostname = "elsewhere".to_owned();
+        other_host.hostname = "elsewhere".into();
         assert!(matches!(
             identifiable(&other_host, &me),
             Err(EvictionRefused::OtherHost { host }) if host == "elsewhere"
         ));
         let mut other_boot = ours.clone();
-        other_boot.boot_id = Some("00000000-0000-0000-0000-000000000000".to_owned());
+        other_boot.boot_id = Some("00000000-0000-0000-0000-000000000000".into());
         assert!(matches!(
             identifiable(&other_boot, &me),
             Err(EvictionRefused::OtherBoot { .. })

@@ -383,8 +383,8 @@ impl Scan<'_> {
     ) {
         if owner.hostname != self.me.hostname {
             report.findings.push(Finding::ForeignHost {
-                recorded_host: owner.hostname.clone(),
-                local_host: self.me.hostname.clone(),
+                recorded_host: owner.hostname.to_string(),
+                local_host: self.me.hostname.to_string(),
             });
         } else if let Some(Liveness::Dead(reason)) = liveness {
             report.findings.push(Finding::OwnerDead {

@@ -253,7 +253,7 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, ReapReason) {
         && !owner.is_local()
         && !opts.include_foreign
     {
-        return kept(ReapReason::ForeignHost(owner.hostname.clone()));
+        return kept(ReapReason::ForeignHost(owner.hostname.to_string()));
     }
     if let Some(t) = report.last_success {
         return kept(ReapReason::CarriesLastSuccess(t));

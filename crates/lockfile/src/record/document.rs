@@ -109,9 +109,44 @@ impl LockDocument {
     pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) {
         buf.clear();
         serde_json::to_writer(&mut *buf, self).expect("a lock document always serialises");
-        debug_assert!(buf.starts_with(RELEASED_PREFIX.as_bytes()));
-        let padded = (buf.len() + 1).div_ceil(RECORD_BLOCK) * RECORD_BLOCK;
-        buf.resize(padded - 1, b' ');
-        buf.push(b'\n');
+        let len = buf.len();
+        buf.resize(padded_len(len), 0);
+        pad(buf, len);
     }
+
+    /// Encodes the document as [`encode_into`](Self::encode_into) does and
+    /// hands the bytes to `write`. A record of one or two blocks, which is
+    /// every record but one with a very long job name, is encoded on the
+    /// stack: the lock's hot path allocates nothing for it.
+    pub(crate) fn encode_then<R>(&self, write: impl FnOnce(&[u8]) -> R) -> R {
+        let mut stack = [0u8; 2 * RECORD_BLOCK];
+        let mut cursor = std::io::Cursor::new(&mut stack[..]);
+        // A full buffer fails the write (WriteZero): then the heap it is.
+        if serde_json::to_writer(&mut cursor, self).is_ok() {
+            let len = cursor.position() as usize;
+            let padded = padded_len(len);
+            if padded <= stack.len() {
+                pad(&mut stack[..padded], len);
+                return write(&stack[..padded]);
+            }
+        }
+        let mut buf = Vec::new();
+        self.encode_into(&mut buf);
+        write(&buf)
+    }
+}
+
+/// The length of a document of `len` bytes once padded: whole blocks, with
+/// room for the final newline.
+fn padded_len(len: usize) -> usize {
+    (len + 1).div_ceil(RECORD_BLOCK) * RECORD_BLOCK
+}
+
+/// Fills `buf` after its first `len` bytes (the encoded document) with
+/// spaces and a final newline.
+fn pad(buf: &mut [u8], len: usize) {
+    debug_assert!(buf.starts_with(RELEASED_PREFIX.as_bytes()));
+    let (last, padding) = buf[len..].split_last_mut().expect("room for the newline");
+    padding.fill(b' ');
+    *last = b'\n';
 }

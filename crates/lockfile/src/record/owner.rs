@@ -1,6 +1,7 @@
 //! Who holds, or last held, a lock.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -26,12 +27,13 @@ use crate::{rfc3339, sys};
 pub struct OwnerRecord {
     /// The holder's process id, as seen in its own PID namespace.
     pub pid: u32,
-    /// The holder's hostname (`uname -n`).
-    pub hostname: String,
+    /// The holder's hostname (`uname -n`). Shared (an `Arc`), so that the
+    /// records of one process cost no allocation for it.
+    pub hostname: Arc<str>,
     /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`) when known.
     /// A different boot id means the holder's machine rebooted since.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub boot_id: Option<String>,
+    pub boot_id: Option<Arc<str>>,
     /// The inode of the holder's PID namespace (`/proc/self/ns/pid`) when known.
     /// A PID recorded in another namespace cannot be checked from this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

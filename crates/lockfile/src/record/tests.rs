@@ -9,8 +9,8 @@ use proptest::prelude::*;
 fn sample() -> OwnerRecord {
     OwnerRecord {
         pid: 4242,
-        hostname: "build-01".to_owned(),
-        boot_id: Some("6b1d53ba-1163-46c1-b3d2-e33dfce01e56".to_owned()),
+        hostname: "build-01".into(),
+        boot_id: Some("6b1d53ba-1163-46c1-b3d2-e33dfce01e56".into()),
         pid_namespace: Some(4026531836),
         start_time: Some(123456),
         token: Uuid::from_u128(0x1234),
@@ -82,6 +82,22 @@ fn a_long_record_grows_by_whole_blocks() {
     let mut buf = Vec::new();
     LockDocument::new(owner, Some(SystemTime::now()), None).encode_into(&mut buf);
     assert_eq!(buf.len(), 2 * RECORD_BLOCK);
+}
+
+/// The stack encoder and the heap one write the same bytes, on each side of
+/// the stack buffer's size.
+#[test]
+fn encoding_on_the_stack_matches_encoding_on_the_heap() {
+    for job_len in [0, 100, 400, 900, 1100, 5000] {
+        let mut owner = sample();
+        owner.job = Some("j".repeat(job_len));
+        let doc = LockDocument::new(owner, Some(SystemTime::now()), None);
+        let mut heap = Vec::new();
+        doc.encode_into(&mut heap);
+        let stack = doc.encode_then(<[u8]>::to_vec);
+        assert_eq!(stack, heap, "job of {job_len} bytes");
+        assert_eq!(stack.len() % RECORD_BLOCK, 0);
+    }
 }
 
 #[test]
@@ -226,7 +242,7 @@ prop_compose! {
         unrecorded in any::<bool>(),
     ) -> OwnerRecord {
         OwnerRecord {
-            pid, hostname, boot_id, pid_namespace, start_time,
+            pid, hostname: hostname.into(), boot_id: boot_id.map(Into::into), pid_namespace, start_time,
             token: Uuid::from_u128(token), job, acquired_at, heartbeat_interval_ms,
             heartbeat_source: command_beats.map(|c| {
                 if c { HeartbeatSource::Command } else { HeartbeatSource::Wrapper }

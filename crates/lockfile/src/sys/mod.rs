@@ -30,8 +30,10 @@ pub(crate) use other::*;
 #[derive(Debug)]
 pub(crate) struct ProcessIdentity {
     pub(crate) pid: u32,
-    pub(crate) hostname: String,
-    pub(crate) boot_id: Option<String>,
+    // Shared with every record this process writes, so that a record costs
+    // no allocation for them.
+    pub(crate) hostname: Arc<str>,
+    pub(crate) boot_id: Option<Arc<str>>,
     pub(crate) pid_namespace: Option<u64>,
     pub(crate) start_time: Option<u64>,
 }
@@ -49,8 +51,8 @@ pub(crate) fn process_identity() -> Arc<ProcessIdentity> {
         _ => {
             let id = Arc::new(ProcessIdentity {
                 pid,
-                hostname: hostname(),
-                boot_id: boot_id(),
+                hostname: hostname().into(),
+                boot_id: boot_id().map(Arc::from),
                 pid_namespace: pid_namespace(None),
                 start_time: own_start_time(),
             });

@@ -30,7 +30,7 @@ pub(crate) enum Variant {
     /// at the deadline by a per-thread timer signal.
     Bounded,
     /// The floor plus, after the wake-up, the syscalls `acquire` issues
-    /// before it returns (lstat, pread, pwrite of the record), raw: how much
+    /// before it returns (fstat, pread, pwrite of the record), raw: how much
     /// of our delay is that work rather than the wake-up.
     Replica,
 }
@@ -51,7 +51,7 @@ impl Variant {
             Variant::Floor => "floor: open + flock(LOCK_EX), blocking",
             Variant::Acquire => "lockfile acquire (blocking)",
             Variant::Bounded => "lockfile acquire with timeout (bounded wait)",
-            Variant::Replica => "floor + our post-lock syscalls, raw (lstat, pread, pwrite)",
+            Variant::Replica => "floor + our post-lock syscalls, raw (fstat, pread, pwrite)",
         }
     }
 
@@ -266,11 +266,11 @@ pub(crate) fn waiter_main(path: PathBuf) -> Result<()> {
             Variant::Replica => {
                 let fd = Fd::open(&c, libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW)?;
                 fd.flock(libc::LOCK_EX)?;
-                // SAFETY: a live stat buffer, a NUL-terminated path, a
+                // SAFETY: a live stat buffer, a
                 // descriptor we own and buffers of the stated lengths.
                 unsafe {
                     let mut st: libc::stat = std::mem::zeroed();
-                    sys::check(libc::lstat(c.as_ptr(), &mut st) == 0, "lstat")?;
+                    sys::check(libc::fstat(fd.0, &mut st) == 0, "fstat")?;
                     sys::check(
                         libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0,
                         "pread",

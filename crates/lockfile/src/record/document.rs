@@ -1,11 +1,13 @@
 //! The whole content of a lock file, and the fixed prefix that lets release
 //! mark it with one small write.
 
+use std::cell::RefCell;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use super::owner::OwnerRecord;
+use super::template::{self, Head};
 use crate::history::LastRun;
 use crate::rfc3339;
 
@@ -108,31 +110,42 @@ impl LockDocument {
     /// JSON whitespace, so `jq` and any JSON parser read the file as is.
     pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) {
         buf.clear();
-        serde_json::to_writer(&mut *buf, self).expect("a lock document always serialises");
+        let head = Head {
+            format: self.format,
+            released: self.released,
+            last_success: self.last_success,
+            last_run: self.last_run.as_deref(),
+        };
+        template::encode(&head, &self.owner, buf);
         let len = buf.len();
         buf.resize(padded_len(len), 0);
         pad(buf, len);
     }
 
-    /// Encodes the document as [`encode_into`](Self::encode_into) does and
-    /// hands the bytes to `write`. A record of one or two blocks, which is
-    /// every record but one with a very long job name, is encoded on the
-    /// stack: the lock's hot path allocates nothing for it.
+    /// Encodes the document as [`encode_into`](Self::encode_into) does, into
+    /// a buffer that the thread keeps, and hands the bytes to `write`: the
+    /// lock's hot path allocates nothing for them.
     pub(crate) fn encode_then<R>(&self, write: impl FnOnce(&[u8]) -> R) -> R {
-        let mut stack = [0u8; 2 * RECORD_BLOCK];
-        let mut cursor = std::io::Cursor::new(&mut stack[..]);
-        // A full buffer fails the write (WriteZero): then the heap it is.
-        if serde_json::to_writer(&mut cursor, self).is_ok() {
-            let len = cursor.position() as usize;
-            let padded = padded_len(len);
-            if padded <= stack.len() {
-                pad(&mut stack[..padded], len);
-                return write(&stack[..padded]);
-            }
+        thread_local! {
+            static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         }
-        let mut buf = Vec::new();
-        self.encode_into(&mut buf);
-        write(&buf)
+        BUF.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => {
+                self.encode_into(&mut buf);
+                let written = write(&buf);
+                // A huge record (a very long job name) is not kept around.
+                if buf.capacity() > 4 * RECORD_BLOCK {
+                    *buf = Vec::new();
+                }
+                written
+            }
+            // Only if `write` itself encoded a document.
+            Err(_) => {
+                let mut buf = Vec::new();
+                self.encode_into(&mut buf);
+                write(&buf)
+            }
+        })
     }
 }
 

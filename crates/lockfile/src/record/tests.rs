@@ -4,6 +4,7 @@ use uuid::Uuid;
 
 use super::document::{Peek, RECORD_BLOCK, RELEASED_PREFIX};
 use super::*;
+use crate::history::{LastRun, Outcome, RunEnd};
 use proptest::prelude::*;
 
 fn sample() -> OwnerRecord {
@@ -274,6 +275,37 @@ proptest! {
             Some(Peek { released: doc.released, has_history: doc.last_success.is_some() })
         );
         prop_assert_eq!(LockDocument::decode(&buf), Ok(doc));
+    }
+
+    /// The encoder that copies the rendered identity in writes exactly what
+    /// serde writes for the whole document: for a fresh identity, and for
+    /// one that it rendered before (the same owner, another run).
+    #[test]
+    fn the_template_encoder_writes_what_serde_writes(
+        owner in arb_record(),
+        released in any::<bool>(),
+        last_success in proptest::option::of(arb_time()),
+        last_run in proptest::option::of((arb_time(), any::<bool>())),
+        next_token in any::<u128>(),
+    ) {
+        let last_run = last_run.map(|(at, failed)| {
+            let end = RunEnd {
+                outcome: if failed { Outcome::Failed } else { Outcome::Succeeded },
+                exit_code: Some(i32::from(failed)),
+                signal: None,
+                started_at: at,
+            };
+            Box::new(LastRun::after(None, end, at))
+        });
+        let mut doc = LockDocument::new(owner, last_success, last_run);
+        doc.released = released;
+        for _ in 0..2 {
+            let mut ours = Vec::new();
+            doc.encode_into(&mut ours);
+            let serde = serde_json::to_vec(&doc).unwrap();
+            prop_assert_eq!(ours.trim_ascii_end(), &serde[..]);
+            doc.owner.token = Uuid::from_u128(next_token);
+        }
     }
 
     #[test]

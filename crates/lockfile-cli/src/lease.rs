@@ -10,8 +10,9 @@
 //! (PR_SET_PDEATHSIG), because nobody renews the lease any more.
 
 use std::ffi::OsString;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use lockfile::{Outcome, RunEnd};
 use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
 
 use crate::args::{InspectArgs, RunArgs};
@@ -88,23 +89,84 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         }
     };
     monitor.started(guard.record().token);
-    match run_leased(guard, &program, &program_args, &args, &mut monitor) {
-        Ok(code) => code,
+    let started_at = SystemTime::now();
+    let ran = run_leased(&guard, &program, &program_args, &args);
+    finish(guard, ran, started_at, &mut monitor)
+}
+
+/// How COMMAND ran under the lease.
+struct Ran {
+    status: rustix::process::WaitStatus,
+    /// The stop policy stopped it: the lease lapsed, or was about to.
+    stopped: bool,
+}
+
+/// After COMMAND: the metrics, the run history, and the release, in that
+/// order, so that the next holder finds them written. Returns the exit
+/// status.
+fn finish(
+    guard: LeaseGuard,
+    ran: Result<Ran, (i32, String)>,
+    started_at: SystemTime,
+    monitor: &mut Monitor,
+) -> i32 {
+    let spawned = ran.is_ok();
+    let (end, code) = match ran {
+        Ok(Ran { status, stopped }) => {
+            let code = supervise::exit_code(status);
+            let outcome = if stopped || guard.is_lost() {
+                Outcome::LeaseLost
+            } else {
+                crate::monitor::outcome_of(code)
+            };
+            let end = RunEnd {
+                outcome,
+                exit_code: status.exit_status(),
+                signal: status.terminating_signal(),
+                started_at,
+            };
+            (end, code)
+        }
+        // COMMAND could not be started (or supervised): a failed run.
         Err((code, message)) => {
             errln!("lockfile: {message}");
-            monitor.finished(lockfile::Outcome::Failed, code);
-            code
+            let end = RunEnd {
+                outcome: Outcome::Failed,
+                exit_code: None,
+                signal: None,
+                started_at,
+            };
+            (end, code)
         }
+    };
+    let lease_lost = end.outcome == Outcome::LeaseLost;
+    monitor.finished(
+        end.outcome,
+        if lease_lost { exit::LEASE_LOST } else { code },
+    );
+    // Bounded by the lease's deadline (see `record_outcome`): a server that
+    // does not answer delays the exit by a moment at most.
+    if let Err(e) = guard.record_outcome(end) {
+        errln!("lockfile: the command ended ({}), but {e}", end.outcome);
     }
+    let released = guard.release();
+    if let Err(e) = &released {
+        errln!("lockfile: {e}");
+    }
+    // A run whose lease lapsed (or was about to) did not run fully protected,
+    // whatever COMMAND's own status: say so with a status of its own.
+    if lease_lost || (spawned && released.as_ref().is_err_and(|e| e.is_lost())) {
+        return exit::LEASE_LOST;
+    }
+    code
 }
 
 fn run_leased(
-    guard: LeaseGuard,
+    guard: &LeaseGuard,
     program: &OsString,
     program_args: &[OsString],
     args: &RunArgs,
-    monitor: &mut Monitor,
-) -> Result<i32, (i32, String)> {
+) -> Result<Ran, (i32, String)> {
     let os_error = |what: &str, e: std::io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
     let mut signals = BlockedSignals::block().map_err(|e| os_error("cannot block signals", e))?;
     signals
@@ -141,13 +203,21 @@ fn run_leased(
     let mut announced = (false, false);
     let on_wake = |stop: &mut StopSequence| {
         let announce = |name: &str| {
-            errln!(
-                "lockfile: the lease on `{}` {}: sending {name} to the command and everything it started",
-                guard.name(),
-                lease.lost_reason().map_or_else(
-                    || "is about to lapse".to_owned(),
-                    |r| format!("is lost ({r})")
+            // How long is left says how urgent it is, and dates the
+            // deadline for whoever reads the line.
+            let state = match lease.lost_reason() {
+                Some(r) => format!("is lost ({r})"),
+                None => format!(
+                    "is about to lapse in {:.3}s",
+                    lease
+                        .deadline()
+                        .saturating_duration_since(Instant::now())
+                        .as_secs_f64()
                 ),
+            };
+            errln!(
+                "lockfile: the lease on `{}` {state}: sending {name} to the command and everything it started",
+                guard.name(),
             );
         };
         match lease.step(policy) {
@@ -198,25 +268,10 @@ fn run_leased(
             );
         }
     }
-    let stopped = stop.stopping();
-
-    let code = supervise::exit_code(status);
-    // Before the release, so that the next holder's start comes after it.
-    if stopped || guard.is_lost() {
-        monitor.finished(lockfile::Outcome::LeaseLost, exit::LEASE_LOST);
-    } else {
-        monitor.finished(crate::monitor::outcome_of(code), code);
-    }
-    let released = guard.release();
-    if let Err(e) = &released {
-        errln!("lockfile: {e}");
-    }
-    // A run whose lease lapsed (or was about to) did not run fully protected,
-    // whatever COMMAND's own status: say so with a status of its own.
-    if stopped || released.as_ref().is_err_and(|e| e.is_lost()) {
-        return Ok(exit::LEASE_LOST);
-    }
-    Ok(code)
+    Ok(Ran {
+        status,
+        stopped: stop.stopping(),
+    })
 }
 
 /// `lockfile inspect --etcd`: who holds each named lease.
@@ -250,8 +305,12 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
             serde_json::to_string_pretty(&values).expect("JSON values serialise")
         );
     } else {
-        let mut rows =
-            vec![["NAME", "STATE", "PID", "HOST", "JOB", "TOKEN", "TTL LEFT"].map(String::from)];
+        let mut rows = vec![
+            [
+                "NAME", "STATE", "PID", "HOST", "JOB", "TOKEN", "TTL LEFT", "LAST RUN",
+            ]
+            .map(String::from),
+        ];
         let mut notes = vec![Vec::new()];
         for (name, r) in &outcomes {
             let dash = || "-".to_owned();
@@ -267,10 +326,14 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
                         r.fencing_token.map_or_else(dash, |t| t.to_string()),
                         r.ttl_remaining
                             .map_or_else(dash, |t| format!("{}s", t.as_secs())),
+                        r.last_run
+                            .as_ref()
+                            .map_or_else(dash, |run| run.outcome.to_string()),
                     ]);
                     notes.push(
                         r.content_error
                             .iter()
+                            .chain(&r.history_error)
                             .map(|e| format!("  note: {e}"))
                             .collect(),
                     );
@@ -279,6 +342,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
                     rows.push([
                         name.clone(),
                         "error".to_owned(),
+                        dash(),
                         dash(),
                         dash(),
                         dash(),

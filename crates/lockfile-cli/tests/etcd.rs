@@ -3,6 +3,11 @@
 //! Without an `etcd` binary these tests fail and say what to install.
 
 mod common;
+/// The etcd crate's black hole: a proxy that stops forwarding and closes
+/// nothing, the network fault a lease must survive.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../lockfile-etcd/tests/common/proxy.rs"]
+mod proxy;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -12,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use common::{Background, BoundedOutput, LOOP, code, lockfile, signal, stderr};
+use proxy::Proxy;
 
 /// A single-member etcd of this test's own, killed when dropped.
 struct Etcd {
@@ -393,4 +399,188 @@ fn runs_and_skips_under_a_lease_write_the_same_metrics() {
         .arg("nightly")
         .bounded_output();
     assert_eq!(code(&out), 64, "{}", stderr(&out));
+}
+
+/// The deadline a wrapper's "is about to lapse in N s" line names: the
+/// moment the line was read, taken just before the read that preceded it
+/// (so that the deadline is never put later than it was), plus N.
+fn announced_deadline(stderr: &str, read_before: Instant) -> Option<Instant> {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("is about to lapse in "))?;
+    let (_, rest) = line.split_once("is about to lapse in ")?;
+    let (secs, _) = rest.split_once("s:")?;
+    Some(read_before + Duration::from_secs_f64(secs.parse().ok()?))
+}
+
+/// The connection to etcd black-holed (nothing forwarded, nothing closed),
+/// TTL 3 s, a command that ignores SIGTERM: it is killed just before the
+/// lease's deadline, and the wrapper exits within half a second of that
+/// deadline rather than waiting on a server that does not answer.
+#[test]
+fn behind_a_black_hole_the_wrapper_exits_within_half_a_second_of_the_deadline() {
+    let etcd = Etcd::start();
+    let proxy = Proxy::start(etcd.endpoint.trim_start_matches("http://"));
+    let endpoint = proxy.endpoint();
+    let script = format!("trap '' TERM; echo $$; {LOOP}");
+    let (mut wrapper, pid) = Background::spawn(&[
+        "--etcd", &endpoint, "--ttl", "3", "holed", "sh", "-c", &script,
+    ]);
+    let pid: u32 = pid.parse().unwrap();
+    // A few renewals go through the proxy first.
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut = Instant::now();
+    proxy.blackhole();
+    let mut deadline = None;
+    let mut previous_read = Instant::now();
+    let (status, exited) = loop {
+        let read_at = Instant::now();
+        if let Some(status) = wrapper.try_code() {
+            break (status, Instant::now());
+        }
+        if deadline.is_none() {
+            deadline = announced_deadline(&wrapper.stderr_so_far(), previous_read);
+        }
+        previous_read = read_at;
+        assert!(
+            cut.elapsed() < Duration::from_secs(60),
+            "the wrapper still runs a minute after the cut: {}",
+            wrapper.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let err = wrapper.stderr_so_far();
+    let deadline = deadline.unwrap_or_else(|| panic!("no deadline announced: {err}"));
+    let late = exited.saturating_duration_since(deadline);
+    let figures = format!(
+        "black hole, TTL 3s: the deadline came {:.3}s after the cut; the wrapper exited {:.3}s after the cut, {:+.3}s from the deadline",
+        deadline.saturating_duration_since(cut).as_secs_f64(),
+        exited.duration_since(cut).as_secs_f64(),
+        if exited >= deadline {
+            late.as_secs_f64()
+        } else {
+            -deadline.duration_since(exited).as_secs_f64()
+        },
+    );
+    eprintln!("{figures}\n{err}");
+    assert_eq!(status, 79, "{figures}; {err}");
+    assert!(!alive(pid), "the command was killed: {err}");
+    assert!(
+        late <= Duration::from_millis(500),
+        "{figures}; its stderr: {err}"
+    );
+}
+
+/// `lockfile run --etcd NAME sh -c SCRIPT` to its end: its exit status.
+fn run_script(etcd: &Etcd, name: &str, script: &str) -> i32 {
+    let out = lockfile()
+        .args(["run", "--etcd", &etcd.endpoint, name, "sh", "-c", script])
+        .bounded_output();
+    code(&out)
+}
+
+/// The `last_run` object `inspect --etcd --json` shows for `name`.
+fn last_run(etcd: &Etcd, name: &str) -> Value {
+    let report: Value = serde_json::from_slice(&etcd.inspect(&[name]).stdout).unwrap();
+    assert_eq!(report[0]["state"], "free", "{report}");
+    report[0]["last_run"].clone()
+}
+
+#[test]
+fn the_run_history_outlives_the_lease_and_counts_failures_in_a_row() {
+    let etcd = Etcd::start();
+    assert!(last_run(&etcd, "history").is_null(), "no run yet");
+    assert_eq!(run_script(&etcd, "history", "exit 3"), 3);
+    // The lease's key went with the lease; the history stayed.
+    let first = last_run(&etcd, "history");
+    assert_eq!(first["outcome"], "failed", "{first}");
+    assert_eq!(first["exit_code"], 3);
+    assert!(first["signal"].is_null());
+    assert_eq!(first["consecutive_failures"], 1);
+    assert_eq!(first["last_failure_at"], first["finished_at"]);
+
+    // The same keys as a lock file's history.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("history.lock");
+    let out = lockfile()
+        .arg("run")
+        .arg(&file)
+        .args(["sh", "-c", "exit 3"])
+        .bounded_output();
+    assert_eq!(code(&out), 3);
+    let out = lockfile()
+        .args(["inspect", "--json"])
+        .arg(&file)
+        .bounded_output();
+    let local: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys = |v: &Value| {
+        let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(keys(&first), keys(&local[0]["last_run"]));
+
+    // A later holder's failure counts on; a signal is told apart.
+    assert_eq!(run_script(&etcd, "history", "kill -KILL $$"), 137);
+    let second = last_run(&etcd, "history");
+    assert_eq!(second["consecutive_failures"], 2, "{second}");
+    assert!(second["exit_code"].is_null());
+    assert_eq!(second["signal"], 9);
+    assert_eq!(second["outcome"], "failed");
+
+    // A success resets the count and keeps the time of the last failure.
+    assert_eq!(run_script(&etcd, "history", "true"), 0);
+    let ok = last_run(&etcd, "history");
+    assert_eq!(ok["outcome"], "succeeded", "{ok}");
+    assert_eq!(ok["consecutive_failures"], 0);
+    assert_eq!(ok["exit_code"], 0);
+    assert_eq!(ok["last_failure_at"], second["last_failure_at"]);
+    assert!(ok["duration_seconds"].as_f64().unwrap() >= 0.0);
+
+    // The table's LAST RUN column shows the outcome.
+    let table = lockfile()
+        .args(["inspect", "--etcd", &etcd.endpoint, "history"])
+        .bounded_output();
+    let text = String::from_utf8_lossy(&table.stdout);
+    let header = text.lines().next().unwrap();
+    assert!(header.ends_with("LAST RUN"), "{text}");
+    assert!(
+        text.lines().nth(1).unwrap().ends_with("succeeded"),
+        "{text}"
+    );
+}
+
+/// etcd stops answering long enough for the stop policy to stop COMMAND,
+/// then comes back before the deadline: the run is recorded `lease_lost`,
+/// a failure like any other.
+#[test]
+fn a_run_stopped_for_its_lease_is_recorded_lease_lost() {
+    let etcd = Etcd::start();
+    assert_eq!(run_script(&etcd, "lapsing", "exit 1"), 1);
+    let (mut wrapper, ready) = start(
+        &etcd,
+        &["--ttl", "3"],
+        "lapsing",
+        &format!("trap 'exit 0' TERM; echo ready; {LOOP}"),
+    );
+    assert_eq!(ready, "ready");
+    etcd.signal("STOP");
+    // SIGTERM comes a third of a TTL before the deadline: etcd is back in
+    // time for the history to be written.
+    let started = Instant::now();
+    while !wrapper.stderr_so_far().contains("sending SIGTERM") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no SIGTERM: {}",
+            wrapper.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    etcd.signal("CONT");
+    let (status, err) = wrapper.wait();
+    assert_eq!(status, 79, "{err}");
+    let run = last_run(&etcd, "lapsing");
+    assert_eq!(run["outcome"], "lease_lost", "{run}; {err}");
+    assert_eq!(run["exit_code"], 0, "the command's own status: {run}");
+    assert_eq!(run["consecutive_failures"], 2, "{run}");
 }

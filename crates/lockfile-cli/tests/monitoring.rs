@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{
     BoundedOutput, Dir, code, inspect_json, lockfile, run_output, s, start, stderr, wait_until,
@@ -998,6 +998,7 @@ fn ping_is_a_usage_error_in_a_build_without_the_feature() {
 mod pings {
     use std::io::{BufRead, BufReader};
     use std::sync::Mutex;
+    use std::time::Instant;
 
     use super::*;
 

@@ -61,12 +61,35 @@ impl Conn {
     /// A new client with its own connections. Connecting is lazy: this
     /// fails only for malformed endpoints or failed authentication.
     pub(crate) async fn connect(&self) -> Result<Client> {
+        self.connect_within(self.request_timeout).await
+    }
+
+    /// [`connect`](Conn::connect), bounded by `limit` (authenticating is a
+    /// request like any other).
+    pub(crate) async fn connect_within(&self, limit: Duration) -> Result<Client> {
         let endpoints: &[String] = &self.endpoints;
-        self.call(
+        self.call_within(
             Operation::Connect,
+            limit,
             Client::connect(endpoints, Some(self.connect.clone())),
         )
         .await
+    }
+
+    /// The same endpoints and limits, about another key (so that errors
+    /// name the key they are about).
+    pub(crate) fn for_key(&self, key: &str) -> Conn {
+        Conn {
+            key: key.into(),
+            ..self.clone()
+        }
+    }
+
+    /// How long one call may take: the request timeout, or less when it
+    /// must end by `until`.
+    pub(crate) fn left_until(&self, until: std::time::Instant) -> Duration {
+        self.request_timeout
+            .min(until.saturating_duration_since(std::time::Instant::now()))
     }
 
     /// Runs one etcd call, bounded by the request timeout.

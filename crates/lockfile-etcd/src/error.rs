@@ -39,6 +39,8 @@ pub enum Operation {
     TimeToLive,
     /// Starting the thread that renews the lease.
     Spawn,
+    /// Writing how a run ended into the lease's run history key.
+    RecordRun,
 }
 
 impl fmt::Display for Operation {
@@ -54,6 +56,7 @@ impl fmt::Display for Operation {
             Operation::Revoke => "revoke the lease on",
             Operation::TimeToLive => "read the lease time-to-live of",
             Operation::Spawn => "start the renewal thread for",
+            Operation::RecordRun => "record the run history in",
         })
     }
 }
@@ -205,6 +208,17 @@ pub enum Error {
         /// How long the call waited.
         after: Duration,
     },
+    /// The key changed between each read and write of a read-modify-write
+    /// (the run history): another writer kept getting there first.
+    #[error("cannot {op} `{key}`: another writer changed it under each of {attempts} attempts")]
+    Conflict {
+        /// The failed operation.
+        op: Operation,
+        /// The etcd key.
+        key: String,
+        /// How many times the write was tried.
+        attempts: u32,
+    },
     /// Any other local failure (starting a thread or a runtime).
     #[error("cannot {op} `{key}`: {source}")]
     Io {
@@ -255,6 +269,7 @@ impl Error {
             | Error::InvalidOptions { key, .. }
             | Error::Etcd { key, .. }
             | Error::Unanswered { key, .. }
+            | Error::Conflict { key, .. }
             | Error::Io { key, .. } => Some(key),
             Error::InvalidName { .. } => None,
         }

@@ -6,10 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use lockfile::OwnerRecord;
+use lockfile::{LastRun, OwnerRecord, RunEnd};
 
 use crate::session::{self, Session};
-use crate::{LeaseOptions, LeaseSignal, LostReason, Result, key_for};
+use crate::{LeaseOptions, LeaseSignal, LostReason, Result, history_key_for, key_for};
 use lockfile::Wait;
 
 /// A held lease. Dropping it releases the lease; [`release`](LeaseGuard::release)
@@ -31,6 +31,7 @@ use lockfile::Wait;
 pub struct LeaseGuard {
     name: String,
     key: String,
+    history_key: String,
     lease_id: i64,
     ttl: Duration,
     token: u64,
@@ -74,10 +75,12 @@ impl LeaseGuard {
     /// Starts the lease's thread and returns once it holds the lease.
     fn start(opts: &LeaseOptions, name: &str, wait: Wait) -> Result<LeaseGuard> {
         let key = key_for(name)?;
-        let (acquired, session) = session::spawn(opts, &key, wait)?;
+        let history_key = history_key_for(name)?;
+        let (acquired, session) = session::spawn(opts, &key, &history_key, wait)?;
         Ok(LeaseGuard {
             name: name.to_owned(),
             key,
+            history_key,
             lease_id: acquired.lease_id,
             ttl: acquired.ttl,
             token: acquired.token,
@@ -152,6 +155,12 @@ impl LeaseGuard {
         &self.key
     }
 
+    /// The etcd key of the lease's run history (`lockfile/history/NAME`),
+    /// which has no lease: see [`record_outcome`](LeaseGuard::record_outcome).
+    pub fn history_key(&self) -> &str {
+        &self.history_key
+    }
+
     /// The etcd lease id.
     pub fn lease_id(&self) -> i64 {
         self.lease_id
@@ -208,12 +217,47 @@ impl LeaseGuard {
         self.signal.clone()
     }
 
+    /// Records how this run ended in the lease's run history, the key
+    /// [`history_key`](LeaseGuard::history_key), for
+    /// [`LeaseOptions::inspect`] (`last_run`): the outcome, exit status or
+    /// signal, and the count of failures in a row, as the core crate's
+    /// [`LockGuard::record_outcome`](lockfile::LockGuard::record_outcome)
+    /// records them in a lock file. The key has no lease, so the history
+    /// outlives the lease and later holders, until a later run records its
+    /// own. Returns the history written.
+    ///
+    /// The failures in a row are counted from the history in etcd at the
+    /// moment of writing, not from an earlier read: the write is a
+    /// transaction that succeeds only if the key has not changed since it
+    /// was read, and starts again from the key's new value if it has.
+    ///
+    /// Works after a loss too (record [`Outcome::LeaseLost`](lockfile::Outcome::LeaseLost)),
+    /// but is bounded by the lease's deadline: it waits on etcd at most the
+    /// request timeout, and at most until 200 ms past the deadline, though
+    /// never less than 100 ms. Call it before
+    /// [`release`](LeaseGuard::release), so that the next holder finds the
+    /// history written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Etcd`](crate::Error::Etcd) or
+    /// [`Error::Unanswered`](crate::Error::Unanswered) naming the history key
+    /// when etcd fails or does not answer in time (the history is then left
+    /// as it was); [`Error::Conflict`](crate::Error::Conflict) when other
+    /// writers changed it under every attempt.
+    pub fn record_outcome(&self, end: RunEnd) -> Result<LastRun> {
+        self.session.record(end)
+    }
+
     /// Releases the lease: stops renewing, deletes the key if it is still
     /// ours (its create revision is our fencing token and it is attached to
     /// our lease), revokes the lease, and joins the renewal thread.
     ///
-    /// Blocks for at most about two request timeouts when etcd does not
-    /// answer, and far less when it refuses connections.
+    /// Never waits on etcd past the lease's deadline: after it, the key goes
+    /// with its lease whatever we do, and a release after the deadline asks
+    /// nothing of etcd. Before it, blocks for at most about two request
+    /// timeouts when etcd does not answer, and far less when it refuses
+    /// connections.
     ///
     /// # Errors
     ///

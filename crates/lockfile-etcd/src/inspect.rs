@@ -5,13 +5,13 @@ use std::fmt;
 use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, KeyValue, LeaseTimeToLiveOptions};
-use lockfile::OwnerRecord;
+use lockfile::{LastRun, OwnerRecord};
 use serde::{Serialize, Serializer};
 
 use crate::conn::{self, Conn};
 use crate::error::Operation;
 use crate::key::name_of;
-use crate::{KEY_PREFIX, LeaseOptions, Result, key_for};
+use crate::{HISTORY_PREFIX, KEY_PREFIX, LeaseOptions, Result, history, history_key_for, key_for};
 
 /// A lease's state: the lock file's states, of which a lease only ever is
 /// `free` (no key: nobody holds it) or `held` (the key exists, attached to a
@@ -21,17 +21,20 @@ pub type LeaseState = lockfile::LockState;
 /// What [`LeaseOptions::inspect`] found about one lease.
 ///
 /// Serialises to the JSON shape of `lockfile inspect --etcd --json`: the same
-/// `owner` object as a lock file's report, plus `fencing_token` and
-/// `ttl_remaining_seconds`.
+/// `owner` and `last_run` objects as a lock file's report, plus
+/// `fencing_token` and `ttl_remaining_seconds`.
 ///
 /// ```json
 /// {"name":"nightly","key":"lockfile/locks/nightly","state":"held",
 ///  "owner":{"pid":4242,"hostname":"web-1","token":"…","job":"nightly",
 ///           "acquired_at":"2026-01-02T03:04:05.000000Z","heartbeat_interval_ms":3333},
 ///  "fencing_token":1187,"lease_id":7587869727512379142,
-///  "ttl_seconds":10.0,"ttl_remaining_seconds":8.0}
+///  "ttl_seconds":10.0,"ttl_remaining_seconds":8.0,
+///  "last_run":{"started_at":"2026-01-01T03:04:05.000000Z","finished_at":"2026-01-01T03:09:05.000000Z",
+///              "duration_seconds":300.0,"exit_code":1,"signal":null,"outcome":"failed",
+///              "consecutive_failures":1,"last_failure_at":"2026-01-01T03:09:05.000000Z"}}
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct LeaseReport {
     /// The lease name.
@@ -54,7 +57,19 @@ pub struct LeaseReport {
     pub ttl_remaining: Option<Duration>,
     /// Why the key's value is not an owner record, when it is not.
     pub content_error: Option<String>,
+    /// How the last finished run ended, from the lease's run history
+    /// (`lockfile/history/NAME`), which outlives the lease: present for a
+    /// free lease too.
+    pub last_run: Option<LastRun>,
+    /// Why the run history could not be read, when it could not (not ours,
+    /// or not readable by this etcd user). The rest of the report stands.
+    pub history_error: Option<String>,
 }
+
+// The one float in a report, the last run's `duration_seconds`, is never
+// NaN: it is measured from two times, or read from JSON, which cannot spell
+// NaN. So equality stays reflexive, as it was before the history came.
+impl Eq for LeaseReport {}
 
 impl Serialize for LeaseReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -70,6 +85,9 @@ impl Serialize for LeaseReport {
             ttl_remaining_seconds: Option<f64>,
             #[serde(skip_serializing_if = "Option::is_none")]
             content_error: Option<&'a str>,
+            last_run: Option<&'a LastRun>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            history_error: Option<&'a str>,
         }
         ReportJson {
             name: &self.name,
@@ -81,6 +99,8 @@ impl Serialize for LeaseReport {
             ttl_seconds: self.ttl.map(|d| d.as_secs_f64()),
             ttl_remaining_seconds: self.ttl_remaining.map(|d| d.as_secs_f64()),
             content_error: self.content_error.as_deref(),
+            last_run: self.last_run.as_ref(),
+            history_error: self.history_error.as_deref(),
         }
         .serialize(s)
     }
@@ -102,13 +122,17 @@ impl fmt::Display for LeaseReport {
         if let Some(e) = &self.content_error {
             write!(f, " ({e})")?;
         }
+        if let Some(run) = &self.last_run {
+            write!(f, "; last run {}", run.outcome)?;
+        }
         Ok(())
     }
 }
 
 impl LeaseOptions {
     /// Who holds the lease on `name`, with its fencing token and the lease's
-    /// remaining time-to-live. Never takes or changes anything.
+    /// remaining time-to-live, and how its last run ended (its run
+    /// history). Never takes or changes anything.
     ///
     /// # Errors
     ///
@@ -118,7 +142,7 @@ impl LeaseOptions {
     }
 
     /// Every lease under [`KEY_PREFIX`], held ones only (a free lease has no
-    /// key), sorted by name.
+    /// key), sorted by name, each with its run history.
     ///
     /// # Errors
     ///
@@ -131,11 +155,15 @@ impl LeaseOptions {
 fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
     let key = key_for(name)?;
     let conn = Conn::new(opts, &key)?;
+    let history_conn = conn.for_key(&history_key_for(name)?);
     conn::block_on(&key, || async {
         let mut client = conn.connect().await?;
         let get = conn
             .call(Operation::Read, client.get(key.as_str(), None))
             .await?;
+        // A read of its own: a user who may read the leases but not the
+        // histories still gets the report.
+        let history = history::read(&history_conn, &mut client).await;
         match get.kvs().first() {
             None => Ok(LeaseReport {
                 name: name.to_owned(),
@@ -147,14 +175,17 @@ fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
                 ttl: None,
                 ttl_remaining: None,
                 content_error: None,
+                last_run: history.0,
+                history_error: history.1,
             }),
-            Some(kv) => report(&conn, &mut client, name, kv).await,
+            Some(kv) => report(&conn, &mut client, name, kv, history).await,
         }
     })
 }
 
 fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
     let conn = Conn::new(opts, KEY_PREFIX)?;
+    let history_conn = conn.for_key(HISTORY_PREFIX);
     conn::block_on(KEY_PREFIX, || async {
         let mut client = conn.connect().await?;
         let get = conn
@@ -163,11 +194,24 @@ fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
                 client.get(KEY_PREFIX, Some(GetOptions::new().with_prefix())),
             )
             .await?;
+        let histories = history_conn
+            .call(
+                Operation::Read,
+                client.get(HISTORY_PREFIX, Some(GetOptions::new().with_prefix())),
+            )
+            .await;
         let mut reports = Vec::new();
         for kv in get.kvs() {
             // Keys under the prefix that no valid name maps to are not ours.
             if let Some(name) = name_of(kv.key()).filter(|n| key_for(n).is_ok()) {
-                reports.push(report(&conn, &mut client, name, kv).await?);
+                let history = match &histories {
+                    Ok(all) => {
+                        let key = history_key_for(name)?;
+                        history::from_value(all.kvs().iter().find(|h| h.key() == key.as_bytes()))
+                    }
+                    Err(e) => (None, Some(e.to_string())),
+                };
+                reports.push(report(&conn, &mut client, name, kv, history).await?);
             }
         }
         reports.sort_by(|a, b| a.name.cmp(&b.name));
@@ -180,6 +224,7 @@ async fn report(
     client: &mut Client,
     name: &str,
     kv: &KeyValue,
+    (last_run, history_error): (Option<LastRun>, Option<String>),
 ) -> Result<LeaseReport> {
     let (owner, content_error) = match OwnerRecord::from_json(kv.value()) {
         Ok(owner) => (Some(owner), None),
@@ -210,5 +255,7 @@ async fn report(
         ttl,
         ttl_remaining,
         content_error,
+        last_run,
+        history_error,
     })
 }

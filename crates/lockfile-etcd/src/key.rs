@@ -8,8 +8,19 @@ use crate::{Error, Result};
 /// The prefix is fixed so that every program using this crate (and the
 /// `lockfile` command) agrees on where a name lives, and so that
 /// `etcdctl get --prefix lockfile/locks/` lists every lease. Grant access to
-/// this prefix, and nothing else, in etcd's role-based access control.
+/// this prefix and [`HISTORY_PREFIX`], and nothing else, in etcd's
+/// role-based access control.
 pub const KEY_PREFIX: &str = "lockfile/locks/";
+
+/// Every lease's run history lives under this prefix, in a key of its own:
+/// the name `nightly` keeps its history in `lockfile/history/nightly`.
+///
+/// The lease's key goes with its lease (released, or expired); the history
+/// key has no lease, so that how the last run ended outlives it and later
+/// holders. Grant this prefix too in etcd's role-based access control: a
+/// holder that may not write it still runs, and says that its history was
+/// not written.
+pub const HISTORY_PREFIX: &str = "lockfile/history/";
 
 /// The longest name accepted, in bytes.
 pub const MAX_NAME_LEN: usize = 200;
@@ -66,6 +77,24 @@ pub fn key_for(name: &str) -> Result<String> {
         )));
     }
     Ok(format!("{KEY_PREFIX}{name}"))
+}
+
+/// The etcd key that keeps the run history of a lease name:
+/// `lockfile/history/NAME` ([`HISTORY_PREFIX`]).
+///
+/// # Errors
+///
+/// [`Error::InvalidName`], as [`key_for`].
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(lockfile_etcd::history_key_for("nightly")?, "lockfile/history/nightly");
+/// # Ok::<(), lockfile_etcd::Error>(())
+/// ```
+pub fn history_key_for(name: &str) -> Result<String> {
+    key_for(name)?;
+    Ok(format!("{HISTORY_PREFIX}{name}"))
 }
 
 fn allowed(c: char) -> bool {
@@ -126,5 +155,17 @@ mod tests {
         let key = key_for("job-1").unwrap();
         assert_eq!(name_of(key.as_bytes()), Some("job-1"));
         assert_eq!(name_of(b"other/prefix"), None);
+    }
+
+    #[test]
+    fn the_history_key_is_outside_the_lease_prefix_and_refuses_the_same_names() {
+        let key = history_key_for("job-1").unwrap();
+        assert_eq!(key, "lockfile/history/job-1");
+        // Not a lease: listing the leases never shows a history.
+        assert_eq!(name_of(key.as_bytes()), None);
+        assert!(matches!(
+            history_key_for("../x"),
+            Err(Error::InvalidName { .. })
+        ));
     }
 }

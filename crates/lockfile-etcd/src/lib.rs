@@ -70,8 +70,19 @@
 //!   token, then revoke the lease, then join the thread. Dropping the guard
 //!   does the same, logging errors. After a loss the thread stops renewing
 //!   and keeps trying to clean up, so the next holder need not wait a TTL.
-//! - **Inspect.** [`LeaseOptions::inspect`] reads the key and the lease's
-//!   remaining TTL: the owner record, the fencing token, the TTL left.
+//!   The release never waits on etcd past the lease's deadline: after it,
+//!   the key goes with its lease whatever the holder does.
+//! - **Run history.** [`LeaseGuard::record_outcome`] records how the run
+//!   ended (the core crate's [`LastRun`](lockfile::LastRun): outcome, exit
+//!   status or signal, failures in a row) in the key
+//!   `lockfile/history/NAME` ([`HISTORY_PREFIX`]), which has no lease, so
+//!   that it outlives the lease and later holders. The failures in a row
+//!   are counted from the key's value at the moment of writing: a
+//!   transaction writes only if the key's mod revision is still the one
+//!   read, and starts again otherwise.
+//! - **Inspect.** [`LeaseOptions::inspect`] reads the key, the lease's
+//!   remaining TTL and the run history: the owner record, the fencing
+//!   token, the TTL left, the last run.
 //!
 //! # What a TTL really promises
 //!
@@ -110,6 +121,7 @@ mod acquire;
 mod conn;
 mod error;
 mod guard;
+mod history;
 mod inspect;
 mod key;
 mod keywatch;
@@ -122,7 +134,7 @@ mod supervise;
 pub use error::{BoxError, Error, LostReason, Operation, Result};
 pub use guard::LeaseGuard;
 pub use inspect::{LeaseReport, LeaseState};
-pub use key::{KEY_PREFIX, MAX_NAME_LEN, key_for};
+pub use key::{HISTORY_PREFIX, KEY_PREFIX, MAX_NAME_LEN, history_key_for, key_for};
 pub use options::{DEFAULT_ENDPOINT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 pub use signal::LeaseSignal;
 pub use supervise::{Step, StopPolicy};

@@ -11,7 +11,7 @@ use std::thread::JoinHandle as ThreadHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
-use lockfile::OwnerRecord;
+use lockfile::{LastRun, OwnerRecord, RunEnd};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
@@ -20,11 +20,13 @@ use crate::conn::{self, Conn};
 use crate::error::Operation;
 use crate::renew::{self, Report};
 use crate::signal::Shared;
-use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result, keywatch};
+use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result, history, keywatch};
 use lockfile::Wait;
 
 /// What the guard asks of its thread.
 enum Command {
+    /// Write how the run ended into the history key.
+    Record(RunEnd, SyncSender<Result<LastRun>>),
     Release(SyncSender<Result<()>>),
 }
 
@@ -46,11 +48,29 @@ pub(crate) struct Acquired {
 #[derive(Debug)]
 pub(crate) struct Session {
     key: String,
+    history_key: String,
     commands: UnboundedSender<Command>,
     thread: Option<ThreadHandle<()>>,
 }
 
 impl Session {
+    /// Asks the thread to record how the run ended in the history key, and
+    /// waits for the answer.
+    pub(crate) fn record(&self, end: RunEnd) -> Result<LastRun> {
+        let (reply_tx, reply_rx) = sync_channel(1);
+        let answer = match self.commands.send(Command::Record(end, reply_tx)) {
+            Ok(()) => reply_rx.recv().ok(),
+            Err(_) => None,
+        };
+        answer.unwrap_or_else(|| {
+            Err(Error::Io {
+                op: Operation::RecordRun,
+                key: self.history_key.clone(),
+                source: std::io::Error::other("the renewal thread had stopped"),
+            })
+        })
+    }
+
     /// Asks the thread to release the lease, waits for its answer, and joins
     /// it. Renewal has stopped when this returns, whatever the result. A
     /// second call finds the thread gone.
@@ -74,9 +94,16 @@ impl Session {
 }
 
 /// Starts the lease's thread, which takes the lease on `key` (waiting as
-/// `wait` says) and then holds it; returns once the lease is held.
-pub(crate) fn spawn(opts: &LeaseOptions, key: &str, wait: Wait) -> Result<(Acquired, Session)> {
+/// `wait` says) and then holds it; returns once the lease is held. The run
+/// history goes to `history_key`.
+pub(crate) fn spawn(
+    opts: &LeaseOptions,
+    key: &str,
+    history_key: &str,
+    wait: Wait,
+) -> Result<(Acquired, Session)> {
     let conn = Conn::new(opts, key)?;
+    let history = conn.for_key(history_key);
     let opts = opts.clone();
     let (ready_tx, ready_rx) = sync_channel::<Result<Acquired>>(1);
     let (cmd_tx, cmd_rx) = unbounded_channel::<Command>();
@@ -112,7 +139,7 @@ pub(crate) fn spawn(opts: &LeaseOptions, key: &str, wait: Wait) -> Result<(Acqui
                 // gets to build the guard. Should the caller be gone, the
                 // command channel is closed and the session releases.
                 let _ = ready_tx.send(Ok(acquired));
-                hold(conn, held, shared, cmd_rx).await;
+                hold(conn, history, held, shared, cmd_rx).await;
             });
             // The client's connection tasks are dropped, not awaited.
             runtime.shutdown_background();
@@ -136,6 +163,7 @@ pub(crate) fn spawn(opts: &LeaseOptions, key: &str, wait: Wait) -> Result<(Acqui
     };
     let session = Session {
         key: key.to_owned(),
+        history_key: history_key.to_owned(),
         commands: cmd_tx,
         thread: Some(thread),
     };
@@ -146,8 +174,12 @@ pub(crate) fn spawn(opts: &LeaseOptions, key: &str, wait: Wait) -> Result<(Acqui
 /// guard asks for release. After a loss it stops renewing and keeps trying to
 /// clean up (delete the key if still ours, revoke the lease), so that the
 /// next holder need not wait for the lease to expire.
+///
+/// Once the guard asks for release, nothing waits on etcd past the lease's
+/// deadline: the key goes with its lease then, whatever we do.
 async fn hold(
     conn: Conn,
+    history: Conn,
     held: Held,
     shared: Arc<Shared>,
     mut commands: UnboundedReceiver<Command>,
@@ -199,14 +231,31 @@ async fn hold(
         tokio::select! {
             biased;
             command = commands.recv() => {
+                if let Some(Command::Record(end, reply)) = command {
+                    // On a task of its own, so that renewals go on being
+                    // applied while it waits on etcd.
+                    let until = history::write_until(
+                        shared.lock().deadline,
+                        Instant::now(),
+                        history.request_timeout,
+                    );
+                    let history = history.clone();
+                    tokio::spawn(async move {
+                        let _ = reply.send(history::record(&history, end, until).await);
+                    });
+                    continue;
+                }
                 renewer.abort();
                 watcher.abort();
                 // A deadline that passed unnoticed is a loss all the same.
                 shared.poll(Instant::now());
                 let lost = shared.lock().lost.as_ref().map(|(r, _)| r.clone());
+                let until = shared.lock().deadline;
                 // The first connection may be stuck behind a dead network
                 // the renewer has since left; a new one costs little.
-                if let Ok(fresh) = conn.connect().await {
+                if Instant::now() < until
+                    && let Ok(fresh) = conn.connect_within(conn.left_until(until)).await
+                {
                     client = fresh;
                 }
                 let result = match lost {
@@ -221,12 +270,12 @@ async fn hold(
                             }
                             None => false,
                         };
-                        if !cleaned {
-                            let _ = release(&conn, &mut client, token, lease_id).await;
+                        if !cleaned && Instant::now() < until {
+                            let _ = release(&conn, &mut client, token, lease_id, until).await;
                         }
                         Err(shared.lost_error(reason))
                     }
-                    None => release(&conn, &mut client, token, lease_id).await,
+                    None => release(&conn, &mut client, token, lease_id, until).await,
                 };
                 shared.lose(LostReason::Released);
                 if let Some(Command::Release(reply)) = command {
@@ -266,7 +315,13 @@ async fn clean_up(
     every: Duration,
 ) -> bool {
     loop {
-        if release(&conn, &mut client, token, lease_id).await.is_ok() {
+        // Each request bounded by the request timeout: nothing waits on
+        // this task but the next holder.
+        let until = Instant::now() + conn.request_timeout * 2;
+        if release(&conn, &mut client, token, lease_id, until)
+            .await
+            .is_ok()
+        {
             return true;
         }
         tokio::time::sleep(every).await;
@@ -277,8 +332,14 @@ async fn clean_up(
 }
 
 /// Deletes the key only if it is still ours (same create revision, same
-/// lease), then revokes the lease.
-async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) -> Result<()> {
+/// lease), then revokes the lease; both over by `until`.
+async fn release(
+    conn: &Conn,
+    client: &mut Client,
+    token: u64,
+    lease_id: i64,
+    until: Instant,
+) -> Result<()> {
     let key = conn.key();
     let token = i64::try_from(token).unwrap_or(i64::MAX);
     let txn = Txn::new()
@@ -289,7 +350,10 @@ async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) ->
             Compare::lease(key, CompareOp::Equal, lease_id),
         ])
         .and_then([TxnOp::delete(key, None)]);
-    let deleted = match conn.call(Operation::Release, client.txn(txn)).await {
+    let deleted = match conn
+        .call_within(Operation::Release, conn.left_until(until), client.txn(txn))
+        .await
+    {
         Ok(resp) => Ok(resp.succeeded()),
         // etcd is not answering: a revoke would wait as long again.
         Err(e @ Error::Unanswered { .. }) => return Err(e),
@@ -298,7 +362,7 @@ async fn release(conn: &Conn, client: &mut Client, token: u64, lease_id: i64) ->
     // Revoke even when the delete failed: if that was only an error in the
     // answer, the revoke still lets the next holder in at once.
     let revoked = conn
-        .call(Operation::Revoke, async {
+        .call_within(Operation::Revoke, conn.left_until(until), async {
             match client.lease_revoke(lease_id).await {
                 // A lease that already expired (or that an earlier attempt
                 // revoked, its answer lost) is no failure to release.

@@ -9,13 +9,14 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::proxy::Proxy;
 use common::store::FencedStore;
 use common::{Etcd, mono_ns, secs, to_mono};
-use lockfile_etcd::Error;
+use lockfile::{Outcome, RunEnd};
+use lockfile_etcd::{Error, LeaseOptions, Step};
 use rustix::process::Signal;
 
 /// The test that child processes run (see `common::child`).
@@ -260,6 +261,69 @@ fn a_holder_behind_a_black_hole_declares_loss_by_its_deadline() {
     assert!(taken_at > lost.deadline);
     assert!(guard.fencing_token() > old_token);
     guard.release().unwrap();
+}
+
+/// Behind a black hole, the end of a run as a command wrapper does it: stop
+/// the work at the stop policy's kill, just before the deadline, record the
+/// outcome, release. Nothing waits on the silent server past a moment after
+/// the deadline: the history write gives up 200 ms past it, and the release
+/// asks nothing of etcd once the deadline has passed (the key goes with the
+/// lease).
+#[test]
+fn behind_a_black_hole_recording_and_releasing_end_soon_after_the_deadline() {
+    let etcd = Etcd::start();
+    let ttl = Duration::from_secs(3);
+    let proxy = Proxy::start(&etcd.client_addr());
+    let guard = LeaseOptions::new()
+        .endpoints([proxy.endpoint()])
+        .ttl(ttl)
+        .try_acquire("holed")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut = Instant::now();
+    proxy.blackhole();
+    let signal = guard.signal();
+    let policy = signal.default_policy();
+    while signal.wait_step(policy, Instant::now() + Duration::from_secs(30)) != Step::Kill {
+        assert!(cut.elapsed() < ttl * 3, "no kill step");
+    }
+    let stopped = Instant::now();
+    let deadline = guard.deadline();
+    let recorded = guard.record_outcome(RunEnd {
+        outcome: Outcome::LeaseLost,
+        exit_code: None,
+        signal: Some(9),
+        started_at: std::time::SystemTime::now(),
+    });
+    let recorded_at = Instant::now();
+    let released = guard.release();
+    let done = Instant::now();
+    let from_deadline = |at: Instant| {
+        if at >= deadline {
+            secs(ns(at - deadline).into())
+        } else {
+            -secs(ns(deadline - at).into())
+        }
+    };
+    let figures = format!(
+        "black hole, TTL 3s: the deadline came {:.3}s after the cut; stopped at {:+.3}s from it, the history write gave up at {:+.3}s, the release returned at {:+.3}s",
+        secs(ns(deadline - cut).into()),
+        from_deadline(stopped),
+        from_deadline(recorded_at),
+        from_deadline(done),
+    );
+    eprintln!("{figures}");
+    match &recorded {
+        Err(e @ Error::Unanswered { .. }) => {
+            assert_eq!(e.key(), Some("lockfile/history/holed"), "{e}");
+        }
+        other => panic!("{other:?}; {figures}"),
+    }
+    assert!(
+        released.as_ref().is_err_and(Error::is_lost),
+        "{released:?}; {figures}"
+    );
+    assert!(done <= deadline + Duration::from_millis(500), "{figures}");
 }
 
 /// etcd pauses briefly (SIGSTOP for a third of the TTL), then dies and comes

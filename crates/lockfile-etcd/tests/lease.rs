@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{Etcd, raw};
 use etcd_client::PutOptions;
+use lockfile::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, LeaseState, LostReason, Operation, Step, StopPolicy};
 
 const TTL: Duration = Duration::from_secs(2);
@@ -361,4 +362,146 @@ fn the_lease_thread_works_from_inside_an_async_runtime() {
         assert_eq!(report.fencing_token, Some(guard.fencing_token()));
         guard.release().unwrap();
     });
+}
+
+fn ended(outcome: Outcome, exit_code: Option<i32>, signal: Option<i32>) -> RunEnd {
+    RunEnd {
+        outcome,
+        exit_code,
+        signal,
+        started_at: std::time::SystemTime::now() - Duration::from_secs(2),
+    }
+}
+
+/// The history key's value and its lease, read directly.
+fn history_kv(endpoint: &str, name: &str) -> Option<(serde_json::Value, i64)> {
+    let key = lockfile_etcd::history_key_for(name).unwrap();
+    let get = raw(endpoint, async |c| c.get(key.as_str(), None).await);
+    get.kvs()
+        .first()
+        .map(|kv| (serde_json::from_slice(kv.value()).unwrap(), kv.lease()))
+}
+
+#[test]
+fn the_run_history_outlives_the_lease_and_later_holders() {
+    let etcd = Etcd::start();
+    let first = etcd.options(TTL).try_acquire("nightly").unwrap();
+    assert_eq!(first.history_key(), "lockfile/history/nightly");
+    let run = first
+        .record_outcome(ended(Outcome::Failed, Some(3), None))
+        .unwrap();
+    assert_eq!(run.outcome, Outcome::Failed);
+    assert_eq!(run.exit_code, Some(3));
+    assert_eq!(run.consecutive_failures, 1);
+    assert_eq!(run.last_failure_at, Some(run.finished_at));
+    assert!(run.duration_seconds >= 2.0, "{run:?}");
+    first.release().unwrap();
+
+    // The lease and its key are gone; the history is not, and no lease
+    // carries it off.
+    let (value, lease) = history_kv(&etcd.endpoint(), "nightly").expect("the history");
+    assert_eq!(lease, 0, "the history key has no lease");
+    assert_eq!(value["last_run"], serde_json::to_value(&run).unwrap());
+    let report = etcd.options(TTL).inspect("nightly").unwrap();
+    assert_eq!(report.state, LeaseState::Free);
+    assert_eq!(report.last_run.as_ref(), Some(&run));
+    let json = serde_json::to_value(&report).unwrap();
+    // The same keys as a lock file's `last_run`.
+    for key in [
+        "started_at",
+        "finished_at",
+        "duration_seconds",
+        "exit_code",
+        "signal",
+        "outcome",
+        "consecutive_failures",
+        "last_failure_at",
+    ] {
+        assert!(json["last_run"].get(key).is_some(), "{key}: {json}");
+    }
+    assert_eq!(json["last_run"]["outcome"], "failed");
+    assert!(report.to_string().ends_with("last run failed"), "{report}");
+
+    // A later holder counts on from it, and a success resets the count but
+    // keeps the time of the last failure.
+    let second = etcd.options(TTL).try_acquire("nightly").unwrap();
+    let held = etcd.options(TTL).inspect("nightly").unwrap();
+    assert_eq!(held.state, LeaseState::Held);
+    assert_eq!(held.last_run.as_ref(), Some(&run));
+    let again = second
+        .record_outcome(ended(Outcome::Failed, None, Some(9)))
+        .unwrap();
+    assert_eq!(again.consecutive_failures, 2);
+    assert_eq!((again.exit_code, again.signal), (None, Some(9)));
+    let ok = second
+        .record_outcome(ended(Outcome::Succeeded, Some(0), None))
+        .unwrap();
+    assert_eq!(ok.consecutive_failures, 0);
+    assert_eq!(ok.last_failure_at, again.last_failure_at);
+    second.release().unwrap();
+    let all = etcd.options(TTL).inspect_all().unwrap();
+    assert!(all.is_empty(), "free leases are not listed: {all:?}");
+    assert_eq!(
+        etcd.options(TTL).inspect("nightly").unwrap().last_run,
+        Some(ok)
+    );
+}
+
+#[test]
+fn failures_in_a_row_count_from_what_etcd_holds_at_the_write() {
+    let etcd = Etcd::start();
+    let guard = etcd.options(TTL).try_acquire("counted").unwrap();
+    guard
+        .record_outcome(ended(Outcome::Failed, Some(1), None))
+        .unwrap();
+    // Another writer (a holder whose lease lapsed, finishing late) gets
+    // there meanwhile: the next write counts on from its history.
+    let (mut value, _) = history_kv(&etcd.endpoint(), "counted").unwrap();
+    value["last_run"]["consecutive_failures"] = 41.into();
+    let bytes = serde_json::to_vec(&value).unwrap();
+    raw(&etcd.endpoint(), async |c| {
+        c.put("lockfile/history/counted", bytes, None).await
+    });
+    let run = guard
+        .record_outcome(ended(Outcome::Failed, Some(1), None))
+        .unwrap();
+    assert_eq!(run.consecutive_failures, 42);
+
+    // A value that is not a history is a note in the report, and the next
+    // write replaces it, counting from nothing.
+    raw(&etcd.endpoint(), async |c| {
+        c.put("lockfile/history/counted", "not json", None).await
+    });
+    let report = etcd.options(TTL).inspect("counted").unwrap();
+    assert_eq!(report.state, LeaseState::Held);
+    assert_eq!(report.last_run, None);
+    let note = report.history_error.clone().expect("a note");
+    assert!(note.contains("not one of ours"), "{note}");
+    let run = guard
+        .record_outcome(ended(Outcome::Failed, Some(1), None))
+        .unwrap();
+    assert_eq!(run.consecutive_failures, 1);
+    guard.release().unwrap();
+}
+
+#[test]
+fn a_lost_lease_is_recorded_in_the_history() {
+    let etcd = Etcd::start();
+    let guard = etcd
+        .options(Duration::from_secs(30))
+        .try_acquire("lapsed")
+        .unwrap();
+    raw(&etcd.endpoint(), async |c| {
+        c.delete("lockfile/locks/lapsed", None).await
+    });
+    assert!(guard.wait_lost(Duration::from_secs(5)).is_some());
+    let run = guard
+        .record_outcome(ended(Outcome::LeaseLost, None, Some(9)))
+        .unwrap();
+    assert_eq!(run.outcome, Outcome::LeaseLost);
+    assert_eq!(run.consecutive_failures, 1);
+    assert!(guard.release().unwrap_err().is_lost());
+    let report = etcd.options(TTL).inspect("lapsed").unwrap();
+    assert_eq!(report.state, LeaseState::Free);
+    assert_eq!(report.last_run, Some(run));
 }

@@ -164,15 +164,11 @@ impl LockGuard {
         if self.no_record.is_some() {
             return Ok(());
         }
-        let now = crate::record::now();
-        self.doc.last_run = Some(Box::new(LastRun::after(
-            self.doc.last_run.as_deref(),
-            end,
-            now,
-        )));
+        let run = LastRun::finished(self.doc.last_run.as_deref(), end);
         if end.outcome == Outcome::Succeeded {
-            self.doc.last_success = Some(now);
+            self.doc.last_success = Some(run.finished_at);
         }
+        self.doc.last_run = Some(Box::new(run));
         self.write_document()
     }
 

@@ -54,7 +54,9 @@ impl fmt::Display for Outcome {
 }
 
 /// How one run ended, as the run's holder reports it to
-/// [`LockGuard::record_outcome`](crate::LockGuard::record_outcome).
+/// [`LockGuard::record_outcome`](crate::LockGuard::record_outcome) (or, for
+/// a lease on etcd, to the `lockfile-etcd` crate's
+/// `LeaseGuard::record_outcome`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunEnd {
     /// How it ended.
@@ -95,6 +97,22 @@ pub struct LastRun {
 }
 
 impl LastRun {
+    /// The history after `end`, which finished just now, given the one
+    /// before it (`None` for a job's first recorded run): the failures in a
+    /// row count up from the previous run's, and a success resets them.
+    ///
+    /// For holders that keep the history elsewhere than in a lock file
+    /// (the `lockfile-etcd` crate keeps it in a key of its own), so that
+    /// every kind of lock counts the same way. Times are kept to the
+    /// microsecond, as the JSON spells them.
+    pub fn finished(previous: Option<&LastRun>, end: RunEnd) -> LastRun {
+        let end = RunEnd {
+            started_at: crate::record::to_micros(end.started_at),
+            ..end
+        };
+        LastRun::after(previous, end, crate::record::now())
+    }
+
     /// The history after `end`, which finished at `now`, given the one
     /// before it.
     pub(crate) fn after(previous: Option<&LastRun>, end: RunEnd, now: SystemTime) -> LastRun {
@@ -137,6 +155,18 @@ mod tests {
             signal: None,
             started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(100),
         }
+    }
+
+    #[test]
+    fn a_finished_run_reads_back_as_written() {
+        let end = RunEnd {
+            started_at: SystemTime::now() - Duration::from_nanos(1_500_123),
+            ..end(Outcome::Failed)
+        };
+        let run = LastRun::finished(None, end);
+        let json = serde_json::to_string(&run).unwrap();
+        assert_eq!(serde_json::from_str::<LastRun>(&json).unwrap(), run);
+        assert_eq!(run.consecutive_failures, 1);
     }
 
     #[test]

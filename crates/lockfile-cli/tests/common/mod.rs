@@ -161,6 +161,17 @@ impl Background {
         (status.code().unwrap_or(-1), contents(&self.stderr))
     }
 
+    /// Everything the wrapper has written to stderr so far.
+    pub(crate) fn stderr_so_far(&self) -> String {
+        contents(&self.stderr)
+    }
+
+    /// The wrapper's exit status once it has exited, without waiting.
+    pub(crate) fn try_code(&mut self) -> Option<i32> {
+        let status = self.child.try_wait().unwrap()?;
+        Some(status.code().unwrap_or(-1))
+    }
+
     /// COMMAND's first line of output; a COMMAND that never prints one fails
     /// the test, saying what the wrapper and its processes were doing.
     fn first_line(&mut self) -> String {

@@ -19,7 +19,7 @@ mod seconds;
 mod template;
 mod token;
 
-pub(crate) use clock::{millis, now};
+pub(crate) use clock::{millis, now, to_micros};
 pub use decode::decode_record;
 pub use document::FORMAT_VERSION;
 pub(crate) use document::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};

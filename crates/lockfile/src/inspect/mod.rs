@@ -49,7 +49,7 @@ impl InspectOptions {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(open_error(path, e)),
         };
-        scan.report(path, file)
+        scan.report(path.to_path_buf(), file)
     }
 
     /// Inspects every `*.lock` file in a directory with these options. See
@@ -62,17 +62,18 @@ impl InspectOptions {
         let dir = dir.as_ref();
         let mut scan = Scan::new(self, dir)?;
         let dir_fd = open_dir(dir)?;
-        let mut reports = Vec::new();
+        let names = lock_file_names(dir, &dir_fd)?;
+        let mut reports = Vec::with_capacity(names.len() + 1);
         match scan.own_lock(dir, &dir_fd) {
             Ok(Some(report)) => reports.push(Ok(report)),
             Ok(None) => {}
             Err(e) => reports.push(Err(e)),
         }
-        for name in lock_file_names(dir, &dir_fd)? {
+        for name in names {
             let path = dir.join(&name);
             let report = match open_for_inspect_at(&dir_fd, Path::new(&name)) {
-                Ok(file) => scan.report(&path, Some(file)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(&path, None),
+                Ok(file) => scan.report(path, Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(path, None),
                 Err(e) => Err(open_error(&path, e)),
             };
             reports.push(report);

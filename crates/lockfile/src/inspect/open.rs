@@ -11,14 +11,15 @@ use crate::{Error, Result, sys};
 /// Listed through the descriptor the files are then opened from, so that a
 /// directory renamed or replaced meanwhile cannot mix two listings.
 pub(super) fn lock_file_names(dir: &Path, dir_fd: &File) -> Result<Vec<std::ffi::OsString>> {
-    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::ffi::OsStringExt;
     let read_err =
         |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into()).explain();
     let mut names = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir_fd).map_err(read_err)? {
-        let name = entry.map_err(read_err)?.file_name().to_bytes().to_owned();
+        let entry = entry.map_err(read_err)?;
+        let name = entry.file_name().to_bytes();
         if name.ends_with(b".lock") {
-            names.push(std::ffi::OsStr::from_bytes(&name).to_owned());
+            names.push(std::ffi::OsString::from_vec(name.to_owned()));
         }
     }
     names.sort();

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -47,7 +47,7 @@ impl<'a> Scan<'a> {
         })
     }
 
-    pub(super) fn report(&mut self, path: &Path, file: Option<File>) -> Result<LockReport> {
+    pub(super) fn report(&mut self, path: PathBuf, file: Option<File>) -> Result<LockReport> {
         let mut report = self.examine_settled(path, file.as_ref())?;
         self.silence_findings(&mut report);
         report
@@ -61,7 +61,7 @@ impl<'a> Scan<'a> {
     /// the lock is never invisible. No silence finding: the row is there to
     /// show the holders, not as one of the lock files the alarm watches.
     pub(super) fn own_lock(&mut self, dir: &Path, file: &File) -> Result<Option<LockReport>> {
-        let mut report = self.examine_settled(dir, Some(file))?;
+        let mut report = self.examine_settled(dir.to_path_buf(), Some(file))?;
         report
             .findings
             .sort_by_key(|f| std::cmp::Reverse(f.severity()));
@@ -71,17 +71,25 @@ impl<'a> Scan<'a> {
     /// Examines the file until a verdict holds still: a live owner's lock
     /// that looks abandoned is looked at again once its content changed
     /// (it was being released, or taken anew, while we looked).
-    fn examine_settled(&mut self, path: &Path, file: Option<&File>) -> Result<LockReport> {
+    fn examine_settled(&mut self, path: PathBuf, file: Option<&File>) -> Result<LockReport> {
         const ATTEMPTS: usize = 3;
+        let mut report = empty_report(path);
+        let Some(file) = file else {
+            return Ok(report);
+        };
         let mut attempt = 1;
         loop {
-            let mut report = empty_report(path);
-            let Some(file) = file else {
-                return Ok(report);
-            };
-            match self.examine(path, file, &mut report, attempt == ATTEMPTS)? {
+            // The path leaves the report while it is examined, which fills
+            // the report in: one path per file, never copied.
+            let path = std::mem::take(&mut report.path);
+            let verdict = self.examine(&path, file, &mut report, attempt == ATTEMPTS);
+            report.path = path;
+            match verdict? {
                 Verdict::Settled => return Ok(report),
-                Verdict::Moving => attempt += 1,
+                Verdict::Moving => {
+                    report = empty_report(std::mem::take(&mut report.path));
+                    attempt += 1;
+                }
             }
         }
     }
@@ -94,9 +102,9 @@ enum Verdict {
     Moving,
 }
 
-fn empty_report(path: &Path) -> LockReport {
+fn empty_report(path: PathBuf) -> LockReport {
     LockReport {
-        path: path.to_path_buf(),
+        path,
         state: LockState::Absent,
         owner: None,
         released: false,

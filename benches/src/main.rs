@@ -56,6 +56,12 @@ struct Args {
     #[arg(long, default_value_t = 100)]
     held: usize,
 
+    /// Unrelated locks that a child holds elsewhere on the host while
+    /// `inspect` of one file is timed again, since it reads the kernel's
+    /// whole lock table (default: 10000, 1000 with --quick).
+    #[arg(long)]
+    unrelated: Option<usize>,
+
     /// Seed for the shuffles (default: from the clock; printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -172,8 +178,11 @@ fn main() -> Result<()> {
     }
     if want(Section::Scan) {
         eprintln!("scans...");
-        let results = measure_scans(&args, &size, &mut rng, &exe, &tmp.path().join("scan"))?;
-        report.scans(&results, args.files, args.held);
+        let unrelated = args
+            .unrelated
+            .unwrap_or(if args.quick { 1_000 } else { 10_000 });
+        let results = measure_scans(&args, &size, &mut rng, &exe, tmp.path(), unrelated)?;
+        report.scans(&results, args.files, args.held, unrelated);
     }
     if let Some(mut launcher) = launcher {
         eprintln!("whole processes...");
@@ -303,9 +312,10 @@ fn measure_scans(
     size: &Size,
     rng: &mut Rng,
     exe: &std::path::Path,
-    dir: &std::path::Path,
+    tmp: &std::path::Path,
+    unrelated: usize,
 ) -> Result<Results> {
-    let scan_dir = scan::ScanDir::create(exe, dir.to_path_buf(), args.files, args.held)?;
+    let scan_dir = scan::ScanDir::create(exe, tmp.join("scan"), args.files, args.held)?;
     let one = scan_dir.free_file();
     let mut results = Results::default();
     for round in 0..=size.rounds {
@@ -320,6 +330,27 @@ fn measure_scans(
                 scan::ONE_OURS => scan::one_ours(&one, size.inspects)? / size.inspects as f64,
                 _ => scan::scan_per_file(&scan_dir, which)?,
             };
+            if round > 0 {
+                results.record(which, per_op);
+            }
+        }
+    }
+    // The same one-file rows again while a child holds `unrelated` locks
+    // elsewhere: `inspect` reads the whole lock table, the floor does not.
+    // Rounds of their own, after the others, so that only these see the
+    // crowded table.
+    let _busy = scan::ScanDir::create(exe, tmp.join("unrelated"), unrelated, unrelated)?;
+    for round in 0..=size.rounds {
+        let mut order = [scan::BUSY_FLOOR, scan::BUSY_OURS];
+        rng.shuffle(&mut order);
+        if round > 0 {
+            results.start_round();
+        }
+        for which in order {
+            let per_op = match which {
+                scan::BUSY_FLOOR => scan::one_floor(&one, size.inspects)?,
+                _ => scan::one_ours(&one, size.inspects)?,
+            } / size.inspects as f64;
             if round > 0 {
                 results.record(which, per_op);
             }

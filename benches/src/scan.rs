@@ -17,6 +17,8 @@ pub(crate) const FLOOR: &str =
 pub(crate) const OURS: &str = "lockfile inspect_dir (no lock taken)";
 pub(crate) const ONE_FLOOR: &str = "floor, one file: open + probe + read + decode_record + close";
 pub(crate) const ONE_OURS: &str = "lockfile inspect() of one file (reads /proc/locks)";
+pub(crate) const BUSY_FLOOR: &str = "floor, one file, on a busy host";
+pub(crate) const BUSY_OURS: &str = "lockfile inspect() of one file, on a busy host";
 
 fn name(i: usize) -> String {
     format!("job-{i:05}.lock")

@@ -304,7 +304,7 @@ impl Report {
         self.line("");
     }
 
-    pub(crate) fn scans(&mut self, r: &Results, files: usize, held: usize) {
+    pub(crate) fn scans(&mut self, r: &Results, files: usize, held: usize, unrelated: usize) {
         self.line(&format!(
             "## Scan: a directory of {files} lock files, {held} held by another process\n"
         ));
@@ -334,6 +334,22 @@ impl Report {
             time(r.median(scan::ONE_OURS)),
             ratio(r.ratio(scan::ONE_OURS, scan::ONE_FLOOR))
         ));
+        self.line(&format!(
+            "\n### One file on a busy host: {unrelated} unrelated locks held elsewhere\n"
+        ));
+        self.line("| variant | median per call | × floor | × the same call on a quiet host |");
+        self.line("|---|---:|---:|---:|");
+        for (name, quiet) in [
+            (scan::BUSY_FLOOR, scan::ONE_FLOOR),
+            (scan::BUSY_OURS, scan::ONE_OURS),
+        ] {
+            self.line(&format!(
+                "| {name} | {} | {} | {} |",
+                time(r.median(name)),
+                ratio(r.ratio(name, scan::BUSY_FLOOR)),
+                ratio(r.median(name) / r.median(quiet))
+            ));
+        }
         self.line("");
     }
 

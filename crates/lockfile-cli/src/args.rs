@@ -156,7 +156,8 @@ pub(crate) struct RunArgs {
     pub(crate) watchdog: Option<Duration>,
 
     /// Stop COMMAND, with everything it started, once it has run for
-    /// DURATION (for example 45m or 2h); the run exits 124.
+    /// DURATION (for example 45m or 2h); the run exits 124. Also under
+    /// --etcd.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub(crate) max_runtime: Option<Duration>,
 

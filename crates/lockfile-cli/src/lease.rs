@@ -8,6 +8,11 @@
 //! COMMAND gets SIGTERM `--grace` before the deadline and SIGKILL just before
 //! it. Should this process itself die, the kernel SIGKILLs COMMAND
 //! (PR_SET_PDEATHSIG), because nobody renews the lease any more.
+//!
+//! `--max-runtime` stops COMMAND through the same stop sequence, as for a
+//! file lock; the stop policy keeps its say meanwhile. (`--watchdog` and
+//! `--evict-after` have nothing to work on here: no lock file to beat on,
+//! no local holder to evict.)
 
 use std::ffi::OsString;
 use std::time::{Duration, Instant, SystemTime};
@@ -19,6 +24,7 @@ use crate::args::{InspectArgs, RunArgs};
 use crate::command::{command_line, job_name, spawn};
 use crate::exit;
 use crate::format::Format;
+use crate::limits::MaxRuntime;
 use crate::monitor::Monitor;
 use crate::signals::BlockedSignals;
 use crate::supervise::{self, StopSequence};
@@ -97,8 +103,10 @@ pub(crate) fn run(args: RunArgs) -> i32 {
 /// How COMMAND ran under the lease.
 struct Ran {
     status: rustix::process::WaitStatus,
-    /// The stop policy stopped it: the lease lapsed, or was about to.
+    /// The stop policy acted on it: the lease lapsed, or was about to.
     stopped: bool,
+    /// `--max-runtime` began stopping it.
+    timed_out: bool,
 }
 
 /// After COMMAND: the metrics, the run history, and the release, in that
@@ -112,10 +120,25 @@ fn finish(
 ) -> i32 {
     let spawned = ran.is_ok();
     let (end, code) = match ran {
-        Ok(Ran { status, stopped }) => {
-            let code = supervise::exit_code(status);
+        Ok(Ran {
+            status,
+            stopped,
+            timed_out,
+        }) => {
+            let code = if timed_out {
+                exit::LIMIT
+            } else {
+                supervise::exit_code(status)
+            };
+            // When the lease lapsed (or was about to) while the maximum
+            // runtime was stopping the run, the run is `lease_lost` and
+            // exits 79, not 124: that it ran too long is the job's own
+            // business, but that it ran unprotected, perhaps beside another
+            // holder, is what whoever reads the outcome must learn.
             let outcome = if stopped || guard.is_lost() {
                 Outcome::LeaseLost
+            } else if timed_out {
+                Outcome::TimedOut
             } else {
                 crate::monitor::outcome_of(code)
             };
@@ -197,12 +220,19 @@ fn run_leased(
         ("LOCKFILE_LEASE", guard.name().into()),
     ];
     let child = spawn(&signals, program, program_args, &env, true)?;
+    let max_runtime = MaxRuntime::new(args.max_runtime, Instant::now());
+    let job = guard.record().job.clone().unwrap_or_default();
 
-    // The stop policy, applied to COMMAND and everything it started.
+    // The stop policy and the maximum runtime, applied to COMMAND and
+    // everything it started through one stop sequence.
     let mut stop = StopSequence::new(args.kill_after);
+    // Whether the stop policy has acted, and whether the maximum runtime
+    // began the sequence.
+    let (mut stopped, mut timed_out) = (false, false);
+    // Whether the lease's SIGTERM and SIGKILL lines went out.
     let mut announced = (false, false);
-    let on_wake = |stop: &mut StopSequence| {
-        let announce = |name: &str| {
+    let mut on_wake = |stop: &mut StopSequence| {
+        let announce = |what: &str| {
             // How long is left says how urgent it is, and dates the
             // deadline for whoever reads the line.
             let state = match lease.lost_reason() {
@@ -215,47 +245,70 @@ fn run_leased(
                         .as_secs_f64()
                 ),
             };
-            errln!(
-                "lockfile: the lease on `{}` {state}: sending {name} to the command and everything it started",
-                guard.name(),
-            );
+            errln!("lockfile: the lease on `{}` {state}: {what}", guard.name());
         };
-        match lease.step(policy) {
-            Step::Continue { terminate_at } if !stop.stopping() => return terminate_at,
-            Step::Continue { .. } => {}
-            Step::Terminate { kill_at } => stop.terminate(Some(kill_at)),
+        // The stop policy first, whoever began the sequence: the tree must
+        // be dead by the lease's deadline even when the maximum runtime's
+        // `--kill-after` would wait longer.
+        let lease_next = match lease.step(policy) {
+            Step::Continue { terminate_at } => Some(terminate_at),
+            Step::Terminate { kill_at } => {
+                stopped = true;
+                stop.terminate(Some(kill_at));
+                Some(kill_at)
+            }
             // Kill, and whatever a later version adds: stop the work now.
             _ => {
-                announced.0 |= !stop.stopping(); // no SIGTERM went out
+                stopped = true;
+                announced.0 = true; // straight to SIGKILL: no SIGTERM line
                 stop.kill();
+                None
             }
+        };
+        // As for a file lock, a run someone else is stopping (a forwarded
+        // signal) is not claimed by the limit.
+        if !stop.stopping()
+            && !stop.forwarded()
+            && max_runtime.is_some_and(|m| m.check(&job, Instant::now()))
+        {
+            timed_out = true;
+            stop.terminate(None);
         }
-        let next = stop
-            .step()
-            .unwrap_or_else(|| supervise::after(Duration::from_millis(10)));
-        if !announced.0 {
+        let far = || supervise::after(Duration::MAX);
+        let next = match stop.step() {
+            Some(next) => next,
+            None if stop.forwarded() => far(),
+            None => max_runtime.map_or_else(far, |m| m.deadline()),
+        };
+        if stopped && !announced.0 {
             announced.0 = true;
-            announce("SIGTERM");
+            announce(if timed_out {
+                "the command and everything it started, already stopping at its maximum runtime, get SIGKILL before then"
+            } else {
+                "sending SIGTERM to the command and everything it started"
+            });
         }
-        if stop.killed() && !announced.1 {
+        if stopped && stop.killed() && !announced.1 {
             announced.1 = true;
-            announce("SIGKILL");
+            announce("sending SIGKILL to the command and everything it started");
         }
-        next
+        lease_next.map_or(next, |lease_next| lease_next.min(next))
     };
-    let mut on_wake = on_wake;
     let status = supervise::supervise(&signals, child, &mut stop, Instant::now(), &mut on_wake)
         .map_err(|e| os_error("cannot wait for the command", e))?;
     if supervise::has_children() {
         // Background processes COMMAND left behind still work under the
-        // lease: keep renewing it, and keep the stop policy, until they are
-        // gone. Releasing now would let another host start beside them.
-        let left = supervise::descendants();
-        errln!(
-            "lockfile: the command left {} background process(es) behind; the lease on `{}` is kept until they exit",
-            left.len(),
-            guard.name()
-        );
+        // lease: keep renewing it, and keep the stop policy and the maximum
+        // runtime, until they are gone. Releasing now would let another host
+        // start beside them. (Once the tree is being stopped, they are no
+        // news.)
+        if !stop.stopping() {
+            errln!(
+                "lockfile: the command left {} background process(es) behind; the lease on `{}` is kept until they exit",
+                supervise::descendants().len(),
+                guard.name()
+            );
+        }
         if !supervise::supervise_leftovers(&signals, &mut stop, Instant::now(), &mut on_wake) {
             let names: Vec<String> = supervise::descendants()
                 .iter()
@@ -270,7 +323,8 @@ fn run_leased(
     }
     Ok(Ran {
         status,
-        stopped: stop.stopping(),
+        stopped,
+        timed_out,
     })
 }
 

@@ -1,6 +1,8 @@
 //! The wrapper's timers while COMMAND runs under `lockfile run`: its own
 //! heartbeat, or the watchdog that COMMAND's beats feed, and the maximum
-//! runtime. Each reached limit starts the one stop sequence.
+//! runtime. Each reached limit starts the one stop sequence. The maximum
+//! runtime ([`MaxRuntime`]) also serves the lease, which has no lock file
+//! for the others.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -26,8 +28,7 @@ pub(crate) struct Limits {
     heartbeat: Option<Duration>,
     next_heartbeat: Instant,
     watchdog: Option<Duration>,
-    max_runtime: Option<Duration>,
-    started: Instant,
+    max_runtime: Option<MaxRuntime>,
     /// The lock file's modification time when last looked at, and when it
     /// was last seen to change (a beat).
     seen_modified: Option<SystemTime>,
@@ -47,8 +48,7 @@ impl Limits {
             heartbeat,
             next_heartbeat: supervise::after(args.heartbeat),
             watchdog: args.watchdog,
-            max_runtime: args.max_runtime,
-            started,
+            max_runtime: MaxRuntime::new(args.max_runtime, started),
             seen_modified: guard.modified().ok(),
             last_beat: started,
             job: guard.record().job.clone().unwrap_or_default(),
@@ -68,10 +68,7 @@ impl Limits {
             .watchdog
             .and_then(|w| self.last_beat.checked_add(w))
             .unwrap_or(far);
-        let runtime = self
-            .max_runtime
-            .and_then(|m| self.started.checked_add(m))
-            .unwrap_or(far);
+        let runtime = self.max_runtime.as_ref().map_or(far, MaxRuntime::deadline);
         heartbeat.min(watchdog).min(runtime)
     }
 
@@ -126,14 +123,11 @@ impl Limits {
                 return self.stop(Limit::Watchdog, stop);
             }
         }
-        if let Some(limit) = self.max_runtime
-            && now.duration_since(self.started) >= limit
+        if self
+            .max_runtime
+            .as_ref()
+            .is_some_and(|m| m.check(&self.job, now))
         {
-            errln!(
-                "lockfile: job {:?} reached its maximum runtime of {}: stopping it and everything it started",
-                self.job,
-                humantime::format_duration(limit)
-            );
             return self.stop(Limit::MaxRuntime, stop);
         }
         self.next_wake()
@@ -143,5 +137,42 @@ impl Limits {
         self.stopped_for = Some(limit);
         stop.terminate(None);
         stop.step().unwrap_or_else(Instant::now)
+    }
+}
+
+/// `--max-runtime`, for the file lock (within [`Limits`]) and the lease
+/// alike, so that both measure it and say it the same way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MaxRuntime {
+    limit: Duration,
+    /// When COMMAND started, on the monotonic clock: a step of the wall
+    /// clock must not stop a job early, nor let it overrun.
+    started: Instant,
+}
+
+impl MaxRuntime {
+    /// The limit for a COMMAND that started at `started`, if there is one.
+    pub(crate) fn new(limit: Option<Duration>, started: Instant) -> Option<MaxRuntime> {
+        limit.map(|limit| MaxRuntime { limit, started })
+    }
+
+    /// When the limit is reached (a year away for a limit too large to add).
+    pub(crate) fn deadline(&self) -> Instant {
+        self.started
+            .checked_add(self.limit)
+            .unwrap_or_else(|| supervise::after(Duration::MAX))
+    }
+
+    /// Whether the limit is reached at `now`; if so, says on stderr that
+    /// `job` is being stopped for it, before the stop sequence begins.
+    pub(crate) fn check(&self, job: &str, now: Instant) -> bool {
+        if now.duration_since(self.started) < self.limit {
+            return false;
+        }
+        errln!(
+            "lockfile: job {job:?} reached its maximum runtime of {}: stopping it and everything it started",
+            humantime::format_duration(self.limit)
+        );
+        true
     }
 }

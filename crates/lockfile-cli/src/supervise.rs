@@ -72,8 +72,16 @@ impl StopSequence {
 
     /// Step 1: SIGTERM and SIGCONT to the tree, once. SIGKILL follows
     /// `--kill-after` later, or at `hard_deadline` if that comes first.
+    ///
+    /// Once the sequence has begun, only brings SIGKILL forward to
+    /// `hard_deadline`: a lease about to lapse while a limit stops the run
+    /// must still see the tree dead by its deadline, however long the limit's
+    /// `--kill-after` would have waited.
     pub(crate) fn terminate(&mut self, hard_deadline: Option<Instant>) {
-        if self.stopping() {
+        if let Some(kill_at) = &mut self.kill_at {
+            if let Some(hard) = hard_deadline {
+                *kill_at = hard.min(*kill_at);
+            }
             return;
         }
         let now = Instant::now();

@@ -584,3 +584,117 @@ fn a_run_stopped_for_its_lease_is_recorded_lease_lost() {
     assert_eq!(run["exit_code"], 0, "the command's own status: {run}");
     assert_eq!(run["consecutive_failures"], 2, "{run}");
 }
+
+/// `--max-runtime` under a lease, as for a file lock: COMMAND (here a
+/// `sleep 60`) and what it started are stopped through the stop sequence,
+/// the run exits 124, says why, and the lease's history says `timed_out`.
+#[test]
+fn the_maximum_runtime_stops_the_command_and_its_tree_under_a_lease() {
+    let etcd = Etcd::start();
+    let spawned = Instant::now();
+    let (mut wrapper, pids) = start(
+        &etcd,
+        &["--max-runtime", "2"],
+        "overrun",
+        "sleep 60 & echo \"$$ $!\"; exec sleep 60",
+    );
+    let pids: Vec<u32> = pids.split(' ').map(|p| p.parse().unwrap()).collect();
+    let (status, err) = wrapper.wait();
+    assert_eq!(status, 124, "{err}");
+    // Measured from COMMAND's start, which came after the spawn.
+    assert!(spawned.elapsed() >= Duration::from_secs(2), "{err}");
+    assert!(
+        err.contains(
+            "job \"sh\" reached its maximum runtime of 2s: stopping it and everything it started"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("the lease on"), "the lease was fine: {err}");
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} outlived the stop: {err}");
+    }
+    let run = last_run(&etcd, "overrun");
+    assert_eq!(run["outcome"], "timed_out", "{run}; {err}");
+    assert_eq!(run["signal"], 15, "{run}");
+}
+
+/// `--kill-after` under the maximum runtime, and the leftovers: a COMMAND
+/// that ignores SIGTERM is killed after it, and a background process that
+/// COMMAND left behind is stopped at the limit too.
+#[test]
+fn under_a_lease_the_maximum_runtime_kills_after_kill_after_and_stops_leftovers() {
+    let etcd = Etcd::start();
+    let (mut wrapper, pid) = start(
+        &etcd,
+        &["--max-runtime", "1", "--kill-after", "0.5"],
+        "stubborn-overrun",
+        &format!("trap '' TERM; echo $$; {LOOP}"),
+    );
+    let pid: u32 = pid.parse().unwrap();
+    let (status, err) = wrapper.wait();
+    assert_eq!(status, 124, "{err}");
+    assert!(!alive(pid), "SIGKILL followed SIGTERM: {err}");
+    let run = last_run(&etcd, "stubborn-overrun");
+    assert_eq!(run["outcome"], "timed_out", "{run}");
+    assert_eq!(run["signal"], 9, "{run}");
+
+    let (mut wrapper, leftover) = start(
+        &etcd,
+        &["--max-runtime", "1"],
+        "leftover-overrun",
+        "sleep 60 >/dev/null 2>&1 & echo $!",
+    );
+    let leftover: u32 = leftover.parse().unwrap();
+    let (status, err) = wrapper.wait();
+    assert_eq!(status, 124, "{err}");
+    assert!(err.contains("maximum runtime of 1s"), "{err}");
+    assert!(!alive(leftover), "the leftover outlived the limit: {err}");
+    let run = last_run(&etcd, "leftover-overrun");
+    assert_eq!(run["outcome"], "timed_out", "{run}");
+    assert_eq!(run["exit_code"], 0, "COMMAND's own status: {run}");
+}
+
+/// The maximum runtime has begun stopping a COMMAND that ignores SIGTERM,
+/// with a `--kill-after` far longer than the TTL, when the lease starts to
+/// lapse: the stop policy still kills it before the deadline, and the run
+/// is reported as the lease's, `lease_lost` and 79.
+#[test]
+fn a_lapsing_lease_kills_a_command_the_maximum_runtime_is_stopping() {
+    let etcd = Etcd::start();
+    let (mut wrapper, pid) = start(
+        &etcd,
+        &["--ttl", "3", "--max-runtime", "0.5", "--kill-after", "1h"],
+        "overrun-lapsing",
+        &format!("trap '' TERM; echo $$; {LOOP}"),
+    );
+    let pid: u32 = pid.parse().unwrap();
+    let started = Instant::now();
+    while !wrapper.stderr_so_far().contains("maximum runtime") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no maximum runtime: {}",
+            wrapper.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    etcd.signal("STOP");
+    // SIGKILL is promised for before the deadline: etcd is back in time for
+    // the history to be written.
+    while !wrapper.stderr_so_far().contains("get SIGKILL before then") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the lease's policy did not act: {}",
+            wrapper.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    etcd.signal("CONT");
+    // Without the lease's policy, nothing would kill it for an hour.
+    let (status, err) = wrapper.wait();
+    assert_eq!(status, 79, "{err}");
+    assert!(!alive(pid), "the command was killed: {err}");
+    assert!(err.contains("sending SIGKILL"), "{err}");
+    let run = last_run(&etcd, "overrun-lapsing");
+    assert_eq!(run["outcome"], "lease_lost", "{run}; {err}");
+    assert_eq!(run["signal"], 9, "{run}");
+}

@@ -109,6 +109,16 @@ fn wait_for_a_waiter(ino: u64) {
     });
 }
 
+/// A thread that acquires `path`, waiting up to 20 s.
+fn spawn_waiter(path: &std::path::Path) -> std::thread::JoinHandle<lockfile::Result<LockGuard>> {
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        LockOptions::new()
+            .timeout(Duration::from_secs(20))
+            .acquire(&path)
+    })
+}
+
 /// The inode that the guard's descriptor refers to.
 fn locked_inode(guard: &LockGuard) -> u64 {
     rustix::fs::fstat(guard).unwrap().st_ino as u64
@@ -122,14 +132,7 @@ fn a_waiter_on_a_file_renamed_over_retries_on_the_new_one() {
     let path = lock_path(&dir, "job.lock");
     let first = LockGuard::acquire(&path).unwrap();
     let old = std::fs::metadata(&path).unwrap().ino();
-    let waiter = std::thread::spawn({
-        let path = path.clone();
-        move || {
-            LockOptions::new()
-                .timeout(Duration::from_secs(20))
-                .acquire(&path)
-        }
-    });
+    let waiter = spawn_waiter(&path);
     wait_for_a_waiter(old);
     let replacement = dir.path().join("replacement");
     std::fs::write(&replacement, "").unwrap();
@@ -160,14 +163,7 @@ fn a_hard_linked_lock_file_is_checked_by_its_path_and_never_removed() {
         .remove_on_release(true)
         .acquire(&path)
         .unwrap();
-    let waiter = std::thread::spawn({
-        let path = path.clone();
-        move || {
-            LockOptions::new()
-                .timeout(Duration::from_secs(20))
-                .acquire(&path)
-        }
-    });
+    let waiter = spawn_waiter(&path);
     wait_for_a_waiter(ino);
     first.release().unwrap();
     let guard = waiter.join().unwrap().unwrap();

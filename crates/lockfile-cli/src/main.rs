@@ -1,5 +1,7 @@
 //! `lockfile`: run a job under a kernel-held lock, inspect, reap, and alarm on
 //! silence. A thin face over the `lockfile` library; see `lockfile --help`.
+// std's start-up is replaced by `start`'s: see there why.
+#![cfg_attr(not(test), no_main)]
 
 /// `eprintln!`, except that a closed stderr is no reason to panic: a panic
 /// would unwind through a held lock's guard.
@@ -42,6 +44,8 @@ mod prometheus;
 mod reap;
 mod run;
 mod signals;
+#[cfg(not(test))]
+mod start;
 mod supervise;
 mod table;
 #[cfg(feature = "ping")]
@@ -51,15 +55,26 @@ use clap::Parser;
 
 use crate::args::{Cli, Command, LogFormat};
 
-fn main() {
-    let mut argv = std::env::args_os();
-    if argv
+/// The process's entry point, called by the C runtime in place of std's.
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    // SAFETY: the C runtime passes main its own argc and argv.
+    unsafe { start::start(argc, argv, lockfile_main) }
+}
+
+/// Runs the command line `argv` and exits with its status.
+// Test builds have the test harness's entry point instead.
+#[cfg_attr(test, allow(dead_code))]
+fn lockfile_main(argv: Vec<std::ffi::OsString>) {
+    let mut rest = argv.iter().cloned();
+    if rest
         .next()
         .is_some_and(|argv0| flock::invoked_as_flock(&argv0))
     {
-        std::process::exit(flock::main(argv.collect()));
+        std::process::exit(flock::main(rest.collect()));
     }
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version are not errors; everything else is a usage

@@ -373,8 +373,8 @@ impl Report {
             let rss_x = rss(name) / rss(process::FLOCK);
             let (target, v) = if name == process::OURS {
                 let wall = self.judge("lockfile run wall ≤ 1.0× flock(1)", x_flock, 1.0);
-                let mem = self.judge("lockfile run peak RSS ≤ 2× flock(1)", rss_x, 2.0);
-                ("wall ≤ 1.0×, RSS ≤ 2×", format!("wall {wall}, RSS {mem}"))
+                let mem = self.judge("lockfile run peak RSS ≤ 1.5× flock(1)", rss_x, 1.5);
+                ("wall ≤ 1.0×, RSS ≤ 1.5×", format!("wall {wall}, RSS {mem}"))
             } else {
                 ("", String::new())
             };

@@ -365,11 +365,16 @@ impl Scan<'_> {
                     .iter()
                     .any(|h| holder_is_owner(h.pid, &d.owner, &self.me))
         });
+        if owner_holds {
+            return None;
+        }
+        // Only now walk the holders' descriptors: a process that holds many
+        // locks has as many descriptors to look at, for each of its files.
         let read_only = report.holders.iter().all(|h| {
             sys::process_hold(h.pid, dev, ino).map(|hold| hold.access)
                 == Some(sys::HoldAccess::ReadOnly)
         });
-        (!owner_holds && read_only).then_some(NoRecord::ReadOnly)
+        read_only.then_some(NoRecord::ReadOnly)
     }
 
     /// Whether the first `n` bytes read into `self.buf` are no longer the file's.

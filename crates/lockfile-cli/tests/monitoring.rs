@@ -1146,6 +1146,15 @@ mod pings {
         cmd
     }
 
+    /// A COMMAND that prints its run's token, which the pings' `rid` must
+    /// carry.
+    const ECHO_TOKEN: &str = "echo \"$LOCKFILE_TOKEN\"";
+
+    /// `lockfile run --ping` to `server` of `sh -c SCRIPT` under `lock`.
+    fn run_pinging(server: &Server, lock: &Path, script: &str) -> Output {
+        no_proxy(&["run", "--ping", &server.url(), s(lock), "sh", "-c", script]).bounded_output()
+    }
+
     fn targets(requests: &[Request]) -> Vec<String> {
         requests.iter().map(|r| r.target.clone()).collect()
     }
@@ -1155,10 +1164,7 @@ mod pings {
         let server = Server::start(Answer::Ok);
         let dir = Dir::new();
         let lock = dir.path("job.lock");
-        let url = server.url();
-        let token_script = "echo \"$LOCKFILE_TOKEN\"";
-        let out =
-            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", token_script]).bounded_output();
+        let out = run_pinging(&server, &lock, ECHO_TOKEN);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
         assert_eq!(stderr(&out), "");
         let token = stdout(&out).trim().to_owned();
@@ -1173,9 +1179,7 @@ mod pings {
         );
         assert!(requests.iter().all(|r| r.method == "POST"));
 
-        let failing = "echo \"$LOCKFILE_TOKEN\"; exit 3";
-        let out =
-            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", failing]).bounded_output();
+        let out = run_pinging(&server, &lock, "echo \"$LOCKFILE_TOKEN\"; exit 3");
         assert_eq!(code(&out), 3);
         let token = stdout(&out).trim().to_owned();
         let requests = server.wait_for(4);
@@ -1257,10 +1261,7 @@ mod pings {
         let server = Server::start(Answer::Error500);
         let dir = Dir::new();
         let lock = dir.path("job.lock");
-        let url = server.url();
-        let token_script = "echo \"$LOCKFILE_TOKEN\"";
-        let out =
-            no_proxy(&["run", "--ping", &url, s(&lock), "sh", "-c", token_script]).bounded_output();
+        let out = run_pinging(&server, &lock, ECHO_TOKEN);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
         let token = stdout(&out).trim().to_owned();
         let err = stderr(&out);

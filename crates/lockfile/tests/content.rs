@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use lockfile::{Content, Error, LockGuard, LockOptions, LockState, NoRecord};
 
-use crate::support::{assert_acquirable, lock_path, require_flock, tempdir};
+use crate::support::{assert_acquirable, assert_not_regular, lock_path, require_flock, tempdir};
 
 /// A file's bytes, size and modification time: everything a lock must leave
 /// alone in a file that is not ours.
@@ -236,16 +236,7 @@ fn a_directory_at_the_lock_path_is_refused() {
     let path = lock_path(&dir, "job.lock");
     std::fs::create_dir(&path).unwrap();
     let err = LockGuard::try_acquire(&path).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::NotRegularFile {
-                kind: "directory",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_not_regular(&err, "directory");
     // Nothing was created in it, and nothing holds it.
     assert_eq!(std::fs::read_dir(&path).unwrap().count(), 0);
     // inspect reports a directory's own lock (see tests/directory.rs).
@@ -260,15 +251,9 @@ fn a_fifo_at_the_lock_path_is_refused_without_hanging() {
     let path = lock_path(&dir, "job.lock");
     rustix_mkfifo(&path);
     let err = LockGuard::try_acquire(&path).unwrap_err();
-    assert!(
-        matches!(err, Error::NotRegularFile { kind: "FIFO", .. }),
-        "{err:?}"
-    );
+    assert_not_regular(&err, "FIFO");
     let err = LockGuard::acquire(&path).unwrap_err();
-    assert!(
-        matches!(err, Error::NotRegularFile { kind: "FIFO", .. }),
-        "{err:?}"
-    );
+    assert_not_regular(&err, "FIFO");
     assert!(matches!(
         lockfile::inspect(&path),
         Err(Error::NotRegularFile { kind: "FIFO", .. })
@@ -291,16 +276,7 @@ fn a_device_node_at_the_lock_path_is_refused() {
         "mknod failed: this test needs root (CAP_MKNOD) to create a device node"
     );
     let err = LockGuard::try_acquire(&path).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::NotRegularFile {
-                kind: "character device",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_not_regular(&err, "character device");
     assert!(matches!(
         lockfile::inspect(&path),
         Err(Error::NotRegularFile { .. })

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime};
 use lockfile::{Error, LockGuard, LockOptions, LockState, NoRecord};
 
 use crate::support::{
-    ChildHolder, FlockHolder, eventually, flock_try, lock_path, require_flock, tempdir,
+    ChildHolder, FlockHolder, assert_not_regular, eventually, flock_try, lock_path, require_flock,
+    tempdir,
 };
 
 fn optional() -> LockOptions {
@@ -38,30 +39,12 @@ fn a_directory_is_locked_without_a_record_and_left_unchanged() {
     std::fs::write(target.join("queued.txt"), "job 1\n").unwrap();
     // Without record_optional a directory is still refused.
     let err = LockGuard::try_acquire(&target).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::NotRegularFile {
-                kind: "directory",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_not_regular(&err, "directory");
     let err = LockOptions::new()
         .shared(true)
         .try_acquire(&target)
         .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::NotRegularFile {
-                kind: "directory",
-                ..
-            }
-        ),
-        "{err:?}"
-    );
+    assert_not_regular(&err, "directory");
     std::thread::sleep(Duration::from_millis(20));
     let before = listing(&target);
 

@@ -35,6 +35,15 @@ fn evicting(evict_after: Duration) -> LockOptions {
     opts
 }
 
+/// The error of a `try_acquire` that would evict a holder silent for 1 s,
+/// and must not.
+#[track_caller]
+fn refusal(path: &Path) -> Error {
+    evicting(Duration::from_secs(1))
+        .try_acquire(path)
+        .unwrap_err()
+}
+
 /// The reason an eviction was refused, from a contention error.
 fn refused(err: &Error) -> &EvictionRefused {
     assert!(err.is_contended(), "{err:?}");
@@ -200,9 +209,7 @@ fn a_holder_within_its_promise_is_not_evicted() {
     let (mut holder, _, _) = ChildHolder::hold_silent(&path, 60_000, "none", None, false);
     silence(&path, Duration::from_secs(30));
 
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(matches!(err, Error::Contended { .. }), "{err:?}");
     match refused(&err) {
         EvictionRefused::NotSilentLongEnough { silent, threshold } => {
@@ -235,9 +242,7 @@ fn a_watchdog_holder_gets_its_kill_after_before_it_is_evicted() {
     let (mut holder, _, _) = ChildHolder::hold_silent(&path, 1000, "command", Some(60_000), false);
     // Past its promise, but not past its promise plus its kill-after.
     silence(&path, Duration::from_secs(5));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(
             refused(&err),
@@ -262,9 +267,7 @@ fn a_wrapper_kept_heartbeat_is_never_evicted() {
     let path = lock_path(&dir, "job.lock");
     let (mut holder, _, _) = ChildHolder::hold_silent(&path, 1000, "wrapper", None, false);
     silence(&path, Duration::from_secs(3600));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(refused(&err), EvictionRefused::WrapperHeartbeat),
         "{err:?}"
@@ -279,9 +282,7 @@ fn a_holder_that_promised_nothing_is_never_evicted() {
     let (mut holder, _, _) = ChildHolder::hold_silent(&path, 1000, "none", None, false);
     forge(&path, &[("heartbeat_interval_ms", serde_json::Value::Null)]);
     silence(&path, Duration::from_secs(3600));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(refused(&err), EvictionRefused::NoPromise),
         "{err:?}"
@@ -339,9 +340,7 @@ fn a_record_from_another_host_or_boot_is_never_evicted() {
 
     forge(&path, &[("hostname", "elsewhere.example".into())]);
     silence(&path, Duration::from_secs(3600));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(refused(&err), EvictionRefused::OtherHost { host } if host == "elsewhere.example"),
         "{err:?}"
@@ -358,9 +357,7 @@ fn a_record_from_another_host_or_boot_is_never_evicted() {
     );
     assert_ne!(&*host, local_hostname());
     silence(&path, Duration::from_secs(3600));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(refused(&err), EvictionRefused::OtherBoot { .. }),
         "{err:?}"
@@ -393,9 +390,7 @@ fn a_recorded_pid_that_now_belongs_to_another_process_is_never_signalled() {
         ],
     );
     silence(&path, Duration::from_secs(3600));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(refused(&err), EvictionRefused::PidReused { pid: p, .. } if *p == pid),
         "{err:?}"
@@ -405,9 +400,7 @@ fn a_recorded_pid_that_now_belongs_to_another_process_is_never_signalled() {
     // the process that holds the lock is none of its own.
     forge(&path, &[("start_time", start_time(pid).into())]);
     silence(&path, Duration::from_secs(3600));
-    let err = evicting(Duration::from_secs(1))
-        .try_acquire(&path)
-        .unwrap_err();
+    let err = refusal(&path);
     assert!(
         matches!(refused(&err), EvictionRefused::UnrelatedHolder { pid: p } if *p == holder.pid()),
         "{err:?}"

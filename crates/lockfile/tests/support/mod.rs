@@ -583,3 +583,13 @@ impl Drop for FlockHolder {
         let _ = self.child.wait();
     }
 }
+
+/// Asserts that `err` refuses a lock path for holding a `kind` ("FIFO",
+/// "directory", …), not a regular file.
+#[track_caller]
+pub(crate) fn assert_not_regular(err: &lockfile::Error, kind: &str) {
+    assert!(
+        matches!(err, lockfile::Error::NotRegularFile { kind: k, .. } if *k == kind),
+        "{err:?}"
+    );
+}

@@ -65,7 +65,7 @@ pub fn beat(path: impl AsRef<Path>, token: Uuid) -> Result<()> {
             },
             _ => Error::from_io(Operation::Open, path, e).explain(),
         })?;
-    let mut small = [0u8; record::SMALL_READ];
+    let mut small = record::SmallRead::new();
     let content = record::read_content(&file, &mut small)
         .map_err(|e| Error::from_io(Operation::Read, path, e))?;
     let doc = LockDocument::decode(&content).ok();

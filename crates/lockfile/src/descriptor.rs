@@ -298,7 +298,7 @@ fn record_for_parent(
     if !sys::identity_of(&file).is_ok_and(|again| again.same_file(id)) {
         return Err(NoRecord::Descriptor);
     }
-    let mut small = [0u8; record::SMALL_READ];
+    let mut small = record::SmallRead::new();
     let previous = record::read_content(&file, &mut small).map_err(|_| NoRecord::Descriptor)?;
     let decoded = LockDocument::decode(&previous);
     if Content::from_decoded(&decoded) == Content::Foreign {
@@ -392,7 +392,7 @@ fn mark_released(fd: BorrowedFd<'_>, path: &Path) -> Result<Option<OwnerRecord>>
 }
 
 fn read_document(file: &File) -> Option<LockDocument> {
-    let mut small = [0u8; record::SMALL_READ];
+    let mut small = record::SmallRead::new();
     let content = record::read_content(file, &mut small).ok()?;
     LockDocument::decode(&content).ok()
 }

@@ -118,7 +118,7 @@ fn read_owner(file: &File) -> Option<Box<OwnerRecord>> {
 }
 
 fn read_document(file: &File) -> Option<LockDocument> {
-    let mut small = [0u8; record::SMALL_READ];
+    let mut small = record::SmallRead::new();
     let content = record::read_content(file, &mut small).ok()?;
     LockDocument::decode(&content).ok()
 }

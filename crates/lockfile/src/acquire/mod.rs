@@ -178,7 +178,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
         if mode == LockMode::Shared {
             return Ok(without_record(opts, path, file, NoRecord::Shared, started));
         }
-        let mut small = [0u8; record::SMALL_READ];
+        let mut small = record::SmallRead::new();
         let previous = match record::read_content(&file, &mut small) {
             Ok(previous) => previous,
             Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Read, path, e))),

@@ -178,7 +178,7 @@ fn refusal(
     reason: EvictionRefused,
     timed_out: bool,
 ) -> Error {
-    let mut small = [0u8; record::SMALL_READ];
+    let mut small = record::SmallRead::new();
     let owner = record::read_content(file, &mut small)
         .ok()
         .and_then(|content| LockDocument::decode(&content).ok())

@@ -329,7 +329,7 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), ReapReaso
     if !lockers.is_empty() {
         return changed(ReapChange::PosixLocked(lockers));
     }
-    let mut small = [0u8; record::SMALL_READ];
+    let mut small = record::SmallRead::new();
     let content =
         record::read_content(&file, &mut small).map_err(|e| failed(Operation::Read, e))?;
     let still_litter = match (report.state, LockDocument::decode(&content)) {

@@ -117,9 +117,7 @@ impl LockDocument {
             last_run: self.last_run.as_deref(),
         };
         template::encode(&head, &self.owner, buf);
-        let len = buf.len();
-        buf.resize(padded_len(len), 0);
-        pad(buf, len);
+        pad(buf);
     }
 
     /// Encodes the document as [`encode_into`](Self::encode_into) does, into
@@ -155,11 +153,9 @@ fn padded_len(len: usize) -> usize {
     (len + 1).div_ceil(RECORD_BLOCK) * RECORD_BLOCK
 }
 
-/// Fills `buf` after its first `len` bytes (the encoded document) with
-/// spaces and a final newline.
-fn pad(buf: &mut [u8], len: usize) {
+/// Pads the encoded document in `buf` with spaces and a final newline.
+fn pad(buf: &mut Vec<u8>) {
     debug_assert!(buf.starts_with(RELEASED_PREFIX.as_bytes()));
-    let (last, padding) = buf[len..].split_last_mut().expect("room for the newline");
-    padding.fill(b' ');
-    *last = b'\n';
+    buf.resize(padded_len(buf.len()) - 1, b' ');
+    buf.push(b'\n');
 }

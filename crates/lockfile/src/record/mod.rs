@@ -26,7 +26,7 @@ pub(crate) use document::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, pee
 pub use error::DecodeError;
 pub use fields::{Evicted, HeartbeatSource, Release};
 pub use owner::OwnerRecord;
-pub(crate) use read::{MAX_RECORD_BYTES, SMALL_READ, read_content};
+pub(crate) use read::{MAX_RECORD_BYTES, SmallRead, read_content};
 
 #[cfg(test)]
 mod tests;

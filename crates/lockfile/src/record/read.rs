@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io;
+use std::mem::MaybeUninit;
 
 use crate::sys;
 
@@ -14,17 +15,24 @@ pub(crate) const MAX_RECORD_BYTES: usize = 64 * 1024;
 /// a job name is very long.
 pub(crate) const SMALL_READ: usize = 4096;
 
+/// The buffer of a lock file's first read, left uninitialised: zeroing it
+/// would cost the lock's hot path a 4 KiB memset that the read overwrites.
+pub(crate) struct SmallRead([MaybeUninit<u8>; SMALL_READ]);
+
+impl SmallRead {
+    pub(crate) fn new() -> SmallRead {
+        SmallRead([MaybeUninit::uninit(); SMALL_READ])
+    }
+}
+
 /// A lock file's content, at most `MAX_RECORD_BYTES + 1` bytes of it (more
 /// means "too large to be a record"). A small buffer on the stack serves our
 /// records, and only a larger file (a very long job name, or debris) costs a
 /// second, larger read.
-pub(crate) fn read_content<'a>(
-    file: &File,
-    small: &'a mut [u8; SMALL_READ],
-) -> io::Result<Cow<'a, [u8]>> {
-    let n = sys::read_prefix(file, small)?;
-    if n < small.len() {
-        return Ok(Cow::Borrowed(&small[..n]));
+pub(crate) fn read_content<'a>(file: &File, small: &'a mut SmallRead) -> io::Result<Cow<'a, [u8]>> {
+    let content = sys::read_prefix_uninit(file, &mut small.0)?;
+    if content.len() < SMALL_READ {
+        return Ok(Cow::Borrowed(content));
     }
     let mut large = vec![0; MAX_RECORD_BYTES + 1];
     let n = sys::read_prefix(file, &mut large)?;

@@ -26,25 +26,18 @@ use crate::rfc3339;
 /// is always escaped, so this cannot match inside the hostname.
 const AFTER_IDENTITY: &[u8] = b",\"token\":\"";
 
-/// A lock document's fields before the owner, as the document encodes them.
-#[derive(Serialize)]
+/// A lock document's fields before the owner.
 pub(super) struct Head<'a> {
     pub(super) format: u32,
     pub(super) released: bool,
-    #[serde(with = "rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub(super) last_success: Option<SystemTime>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) last_run: Option<&'a LastRun>,
 }
 
-/// The owner record's fields after its identity, as [`OwnerRecord`] encodes
-/// them.
+/// The owner record's fields after its acquisition time, as [`OwnerRecord`]
+/// encodes them: all of them are absent from most records.
 #[derive(Serialize)]
-struct Tail<'a> {
-    token: &'a Uuid,
-    job: &'a Option<String>,
-    #[serde(with = "rfc3339")]
-    acquired_at: SystemTime,
+struct Promises<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     heartbeat_interval_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,10 +103,26 @@ thread_local! {
 }
 
 /// Appends serde's encoding of a lock document, `head` then `owner`, to
-/// `buf`.
+/// `buf`. The fields every record has (the flag, the token, the job, the
+/// times) are written directly, the identity is copied in, and serde encodes
+/// only what few records carry (a last run, promises, an eviction) and the
+/// strings that may need escaping.
 pub(super) fn encode(head: &Head<'_>, owner: &OwnerRecord, buf: &mut Vec<u8>) {
-    serde_json::to_writer(&mut *buf, head).expect("a document head always serialises");
-    buf.pop(); // its `}`: the owner follows
+    debug_assert_eq!(
+        head.format,
+        super::FORMAT_VERSION,
+        "RELEASED_PREFIX spells it"
+    );
+    buf.extend_from_slice(super::document::RELEASED_PREFIX.as_bytes());
+    buf.extend_from_slice(if head.released { b"true" } else { b"false" });
+    if let Some(t) = head.last_success {
+        buf.extend_from_slice(b",\"last_success\":");
+        time(t, buf);
+    }
+    if let Some(last_run) = head.last_run {
+        buf.extend_from_slice(b",\"last_run\":");
+        serde_json::to_writer(&mut *buf, last_run).expect("a last run always serialises");
+    }
     buf.extend_from_slice(b",\"owner\":{");
     RENDERED.with(|cell| {
         let mut rendered = cell.borrow_mut();
@@ -122,11 +131,22 @@ pub(super) fn encode(head: &Head<'_>, owner: &OwnerRecord, buf: &mut Vec<u8>) {
         }
         buf.extend_from_slice(&rendered.as_ref().expect("just rendered").json);
     });
-    buf.push(b',');
-    let tail = Tail {
-        token: &owner.token,
-        job: &owner.job,
-        acquired_at: owner.acquired_at,
+    buf.extend_from_slice(AFTER_IDENTITY);
+    buf.extend_from_slice(
+        owner
+            .token
+            .hyphenated()
+            .encode_lower(&mut Uuid::encode_buffer())
+            .as_bytes(),
+    );
+    buf.extend_from_slice(b"\",\"job\":");
+    match &owner.job {
+        Some(job) => serde_json::to_writer(&mut *buf, job).expect("a string always serialises"),
+        None => buf.extend_from_slice(b"null"),
+    }
+    buf.extend_from_slice(b",\"acquired_at\":");
+    time(owner.acquired_at, buf);
+    let promises = Promises {
         heartbeat_interval_ms: owner.heartbeat_interval_ms,
         heartbeat_source: owner.heartbeat_source,
         max_runtime_ms: owner.max_runtime_ms,
@@ -134,8 +154,30 @@ pub(super) fn encode(head: &Head<'_>, owner: &OwnerRecord, buf: &mut Vec<u8>) {
         evicted: owner.evicted.as_deref(),
         release: owner.release,
     };
-    let tail_start = buf.len();
-    serde_json::to_writer(&mut *buf, &tail).expect("an owner record always serialises");
-    buf.remove(tail_start); // its `{`: the identity came first
+    if promises.is_empty() {
+        buf.push(b'}');
+    } else {
+        let at = buf.len();
+        serde_json::to_writer(&mut *buf, &promises).expect("promises always serialise");
+        buf[at] = b','; // its `{`: the fields before it came first
+    }
     buf.push(b'}');
+}
+
+impl Promises<'_> {
+    fn is_empty(&self) -> bool {
+        self.heartbeat_interval_ms.is_none()
+            && self.heartbeat_source.is_none()
+            && self.max_runtime_ms.is_none()
+            && self.kill_after_ms.is_none()
+            && self.evicted.is_none()
+            && self.release.is_recorded()
+    }
+}
+
+/// A time as a JSON string, as [`rfc3339::serialize`] writes it.
+fn time(t: SystemTime, buf: &mut Vec<u8>) {
+    buf.push(b'"');
+    buf.extend_from_slice(rfc3339::micros(t, &mut [0; rfc3339::MICROS_LEN]).as_bytes());
+    buf.push(b'"');
 }

@@ -38,28 +38,39 @@ pub(crate) struct ProcessIdentity {
     pub(crate) start_time: Option<u64>,
 }
 
-/// The calling process's identity, read once and cached. The cache is keyed by
-/// PID so that a forked child never writes its parent's identity.
+/// The calling process's identity, read once and cached. A forked child
+/// never writes its parent's identity: the cache is dropped in a child,
+/// which the kernel tells us by zeroing a word on fork ([`fork_witness`]),
+/// or, where it cannot, by a PID that no longer matches.
 pub(crate) fn process_identity() -> Arc<ProcessIdentity> {
+    use std::sync::atomic::Ordering;
     static CACHE: Mutex<Option<Arc<ProcessIdentity>>> = Mutex::new(None);
-    let pid = std::process::id();
+    let witness = fork_witness();
     let mut cached = CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    match &*cached {
-        Some(id) if id.pid == pid => Arc::clone(id),
-        _ => {
-            let id = Arc::new(ProcessIdentity {
-                pid,
-                hostname: hostname().into(),
-                boot_id: boot_id().map(Arc::from),
-                pid_namespace: pid_namespace(None),
-                start_time: own_start_time(),
-            });
-            *cached = Some(Arc::clone(&id));
-            id
+    if let Some(id) = &*cached {
+        // The mutex orders the word's store before this load.
+        let unforked = match witness {
+            Some(word) => word.load(Ordering::Relaxed) != 0,
+            None => id.pid == std::process::id(),
+        };
+        if unforked {
+            return Arc::clone(id);
         }
     }
+    let id = Arc::new(ProcessIdentity {
+        pid: std::process::id(),
+        hostname: hostname().into(),
+        boot_id: boot_id().map(Arc::from),
+        pid_namespace: pid_namespace(None),
+        start_time: own_start_time(),
+    });
+    *cached = Some(Arc::clone(&id));
+    if let Some(word) = witness {
+        word.store(1, Ordering::Relaxed);
+    }
+    id
 }
 
 fn hostname() -> String {
@@ -162,6 +173,33 @@ pub(crate) fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
+}
+
+/// [`read_prefix`] into a buffer that need not be initialised; returns the
+/// bytes read.
+pub(crate) fn read_prefix_uninit<'a>(
+    file: &File,
+    buf: &'a mut [std::mem::MaybeUninit<u8>],
+) -> io::Result<&'a mut [u8]> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::io::pread(file, &mut buf[filled..], filled as u64) {
+            Ok(([], _)) => break,
+            Ok((read, _)) => {
+                let n = read.len();
+                filled += n;
+                if filled < buf.len() {
+                    break;
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::AGAIN) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // SAFETY: pread initialised the first `filled` bytes, one read after
+    // another from the start.
+    Ok(unsafe { &mut *(std::ptr::from_mut(&mut buf[..filled]) as *mut [u8]) })
 }
 
 /// The kind of a file that is not a regular file, for error messages.

@@ -41,6 +41,11 @@ pub(super) fn noatime_flag() -> i32 {
     0
 }
 
+/// No wipe-on-fork page here: the identity cache compares PIDs instead.
+pub(super) fn fork_witness() -> Option<&'static std::sync::atomic::AtomicU32> {
+    None
+}
+
 pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
     let st = rustix::fs::fstat(fd)?;
     Ok(super::Identity {

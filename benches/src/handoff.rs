@@ -33,14 +33,19 @@ pub(crate) enum Variant {
     /// before it returns (fstat, pread, pwrite of the record), raw: how much
     /// of our delay is that work rather than the wake-up.
     Replica,
+    /// The replica of the bounded wait: a raw per-thread POSIX timer armed
+    /// before the blocking flock, as ours arms it, then after the wake-up
+    /// the timer's deletion and the same syscalls as [`Variant::Replica`].
+    BoundedReplica,
 }
 
 impl Variant {
-    pub(crate) const ALL: [Variant; 4] = [
+    pub(crate) const ALL: [Variant; 5] = [
         Variant::Floor,
         Variant::Acquire,
         Variant::Bounded,
         Variant::Replica,
+        Variant::BoundedReplica,
     ];
 
     /// The variants whose CPU use over a long wait is measured.
@@ -52,6 +57,9 @@ impl Variant {
             Variant::Acquire => "lockfile acquire (blocking)",
             Variant::Bounded => "lockfile acquire with timeout (bounded wait)",
             Variant::Replica => "floor + our post-lock syscalls, raw (fstat, pread, pwrite)",
+            Variant::BoundedReplica => {
+                "floor with a raw timer + the bounded wait's post-lock syscalls (timer_delete, fstat, pread, pwrite)"
+            }
         }
     }
 
@@ -61,6 +69,7 @@ impl Variant {
             Variant::Acquire => "acquire",
             Variant::Bounded => "bounded",
             Variant::Replica => "replica",
+            Variant::BoundedReplica => "bounded-replica",
         }
     }
 
@@ -266,21 +275,15 @@ pub(crate) fn waiter_main(path: PathBuf) -> Result<()> {
             Variant::Replica => {
                 let fd = Fd::open(&c, libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW)?;
                 fd.flock(libc::LOCK_EX)?;
-                // SAFETY: a live stat buffer, a
-                // descriptor we own and buffers of the stated lengths.
-                unsafe {
-                    let mut st: libc::stat = std::mem::zeroed();
-                    sys::check(libc::fstat(fd.0, &mut st) == 0, "fstat")?;
-                    sys::check(
-                        libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0,
-                        "pread",
-                    )?;
-                    sys::check(
-                        libc::pwrite(fd.0, record.as_ptr().cast(), record.len(), 0)
-                            == record.len() as isize,
-                        "pwrite",
-                    )?;
-                }
+                post_lock_syscalls(&fd, &mut buf, &record)?;
+                Held::Raw(fd)
+            }
+            Variant::BoundedReplica => {
+                let fd = Fd::open(&c, libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW)?;
+                let timer = RawTimer::arm(BOUND)?;
+                fd.flock(libc::LOCK_EX)?;
+                drop(timer);
+                post_lock_syscalls(&fd, &mut buf, &record)?;
                 Held::Raw(fd)
             }
         };
@@ -298,6 +301,88 @@ pub(crate) fn waiter_main(path: PathBuf) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The syscalls `acquire` makes between the wake-up and its return, raw.
+fn post_lock_syscalls(fd: &Fd, buf: &mut [u8; 4096], record: &[u8]) -> Result<()> {
+    // SAFETY: a live stat buffer, a descriptor we own and buffers of the
+    // stated lengths.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        sys::check(libc::fstat(fd.0, &mut st) == 0, "fstat")?;
+        sys::check(
+            libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) >= 0,
+            "pread",
+        )?;
+        sys::check(
+            libc::pwrite(fd.0, record.as_ptr().cast(), record.len(), 0) == record.len() as isize,
+            "pwrite",
+        )
+    }
+}
+
+/// A per-thread POSIX timer as the bounded wait arms one, on a signal of
+/// its own with a no-op handler, raw: what the bounded wait's replica does
+/// around its flock.
+struct RawTimer(libc::timer_t);
+
+impl RawTimer {
+    fn arm(after: Duration) -> Result<RawTimer> {
+        extern "C" fn nothing(_: libc::c_int) {}
+        let signal = libc::SIGRTMAX() - 4;
+        // SAFETY: every pointer handed to libc points at a live local; the
+        // sigaction and sigevent are zeroed, then filled in.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            sys::check(
+                libc::sigaction(signal, &action, std::ptr::null_mut()) == 0,
+                "sigaction",
+            )?;
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signal);
+            sys::check(
+                libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == 0,
+                "pthread_sigmask",
+            )?;
+            let mut event: libc::sigevent = std::mem::zeroed();
+            event.sigev_notify = libc::SIGEV_THREAD_ID;
+            event.sigev_signo = signal;
+            event.sigev_notify_thread_id = libc::gettid();
+            let mut timer: libc::timer_t = std::ptr::null_mut();
+            sys::check(
+                libc::timer_create(libc::CLOCK_MONOTONIC, &mut event, &mut timer) == 0,
+                "timer_create",
+            )?;
+            let spec = libc::itimerspec {
+                it_value: libc::timespec {
+                    tv_sec: after.as_secs() as libc::time_t,
+                    tv_nsec: 0,
+                },
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                },
+            };
+            let timer = RawTimer(timer);
+            sys::check(
+                libc::timer_settime(timer.0, 0, &spec, std::ptr::null_mut()) == 0,
+                "timer_settime",
+            )?;
+            Ok(timer)
+        }
+    }
+}
+
+impl Drop for RawTimer {
+    fn drop(&mut self) {
+        // SAFETY: a timer from timer_create, deleted once.
+        unsafe {
+            libc::timer_delete(self.0);
+        }
+    }
 }
 
 /// What B holds once it is through. Unboxed on purpose: boxing the guard

@@ -249,17 +249,21 @@ impl Report {
                 ));
                 continue;
             }
-            let replica = handoff::key(placement, Variant::Replica);
             for variant in Variant::ALL {
                 let key = handoff::key(placement, variant);
                 let x = r.ratio(&key, &floor);
-                // Both waits are judged against the replica of the syscalls
-                // they make after the wake-up: the wake-up itself is the
-                // floor's, and what follows it is the record's.
-                let over_replica = r.ratio(&key, &replica);
+                // Each wait is judged against the replica of the syscalls it
+                // makes after the wake-up: the wake-up itself is the floor's,
+                // and what follows it is the record's (and, for the bounded
+                // wait, its timer's).
+                let replica = match variant {
+                    Variant::Bounded => Variant::BoundedReplica,
+                    _ => Variant::Replica,
+                };
+                let over_replica = r.ratio(&key, &handoff::key(placement, replica));
                 let (target, v) = match variant {
                     Variant::Floor => ("", ""),
-                    Variant::Replica => ("explains ours", ""),
+                    Variant::Replica | Variant::BoundedReplica => ("explains ours", ""),
                     Variant::Acquire | Variant::Bounded => (
                         "≤ 1.1× replica",
                         self.judge(

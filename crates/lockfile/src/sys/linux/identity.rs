@@ -21,7 +21,8 @@ pub(in crate::sys) fn noatime_flag() -> i32 {
 pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<Identity> {
     identity(rustix::fs::statx(
         fd,
-        "",
+        // A `&CStr`: a `&str` would be copied to the stack to add its NUL.
+        c"",
         rustix::fs::AtFlags::EMPTY_PATH,
         rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO | rustix::fs::StatxFlags::NLINK,
     ))

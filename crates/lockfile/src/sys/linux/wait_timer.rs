@@ -53,7 +53,9 @@ fn wake_signal_ready() -> bool {
 /// thread enters flock(2).
 struct WakeTimer {
     timer: libc::timer_t,
-    old_mask: libc::sigset_t,
+    /// The thread's mask to put back, when arming changed it (the thread had
+    /// the signal blocked); `None` spares the wake-up that syscall.
+    old_mask: Option<libc::sigset_t>,
 }
 
 impl WakeTimer {
@@ -80,7 +82,11 @@ impl WakeTimer {
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
                 return Err(err);
             }
-            let wake = WakeTimer { timer, old_mask };
+            let was_blocked = libc::sigismember(&old_mask, sig) == 1;
+            let wake = WakeTimer {
+                timer,
+                old_mask: was_blocked.then_some(old_mask),
+            };
             let after = after.max(Duration::from_nanos(1));
             let spec = libc::itimerspec {
                 it_value: libc::timespec {
@@ -109,7 +115,9 @@ impl Drop for WakeTimer {
             // was already pending is delivered (to the no-op handler) as this
             // syscall returns, instead of interrupting the caller's next one.
             libc::timer_delete(self.timer);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
+            if let Some(old_mask) = &self.old_mask {
+                libc::pthread_sigmask(libc::SIG_SETMASK, old_mask, std::ptr::null_mut());
+            }
         }
     }
 }
@@ -185,5 +193,53 @@ mod tests {
         assert!(lock_until(a.as_fd(), LockMode::Shared, deadline).unwrap());
         // Shared holders hold it together.
         assert!(lock_until(b.as_fd(), LockMode::Shared, deadline).unwrap());
+    }
+
+    fn wake_signal_blocked() -> bool {
+        // SAFETY: queries the calling thread's mask into a live local.
+        unsafe {
+            let mut mask: libc::sigset_t = std::mem::zeroed();
+            assert_eq!(
+                libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask),
+                0
+            );
+            libc::sigismember(&mask, wake_signal()) == 1
+        }
+    }
+
+    fn set_wake_signal_blocked(blocked: bool) {
+        let how = if blocked {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
+        // SAFETY: changes the calling thread's mask from a live local set.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, wake_signal());
+            assert_eq!(libc::pthread_sigmask(how, &set, std::ptr::null_mut()), 0);
+        }
+    }
+
+    /// The wait unblocks its signal for itself only: a thread that had it
+    /// blocked has it blocked again afterwards, one that had not, not.
+    #[test]
+    fn a_bounded_wait_leaves_the_threads_signal_mask_as_it_found_it() {
+        std::thread::spawn(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.lock");
+            let holder = File::create(&path).unwrap();
+            holder.lock().unwrap();
+            let waiter = File::open(&path).unwrap();
+            for blocked in [true, false, true] {
+                set_wake_signal_blocked(blocked);
+                let soon = Instant::now() + Duration::from_millis(5);
+                assert!(!lock_until(waiter.as_fd(), LockMode::Exclusive, soon).unwrap());
+                assert_eq!(wake_signal_blocked(), blocked, "blocked before: {blocked}");
+            }
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -22,7 +22,7 @@ pub use options::InspectOptions;
 pub use report::{LockReport, LockState};
 
 use crate::Result;
-use open::{lock_file_names, open_dir, open_error, open_for_inspect_at};
+use open::{lock_files, open_dir, open_error, open_for_inspect_at};
 use scan::Scan;
 
 impl InspectOptions {
@@ -62,16 +62,17 @@ impl InspectOptions {
         let dir = dir.as_ref();
         let mut scan = Scan::new(self, dir)?;
         let dir_fd = open_dir(dir)?;
-        let names = lock_file_names(dir, &dir_fd)?;
-        let mut reports = Vec::with_capacity(names.len() + 1);
+        let entries = lock_files(dir, &dir_fd)?;
+        let mut reports = Vec::with_capacity(entries.len() + 1);
         match scan.own_lock(dir, &dir_fd) {
             Ok(Some(report)) => reports.push(Ok(report)),
             Ok(None) => {}
             Err(e) => reports.push(Err(e)),
         }
-        for name in names {
-            let path = dir.join(&name);
-            let report = match open_for_inspect_at(&dir_fd, Path::new(&name)) {
+        for entry in entries {
+            let opened = open_for_inspect_at(&dir_fd, entry.name());
+            let path = entry.path;
+            let report = match opened {
                 Ok(file) => scan.report(path, Some(file)),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(path, None),
                 Err(e) => Err(open_error(&path, e)),

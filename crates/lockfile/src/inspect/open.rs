@@ -7,23 +7,42 @@ use std::path::Path;
 use crate::error::Operation;
 use crate::{Error, Result, sys};
 
-/// The names of the `*.lock` entries of the open directory `dir_fd`, sorted.
+/// A `*.lock` entry of a directory: its path, as its report names it, and
+/// where its name starts in that path, to open it by.
+pub(super) struct LockFileEntry {
+    pub(super) path: std::path::PathBuf,
+    name_at: usize,
+}
+
+impl LockFileEntry {
+    pub(super) fn name(&self) -> &Path {
+        use std::os::unix::ffi::OsStrExt;
+        Path::new(std::ffi::OsStr::from_bytes(
+            &self.path.as_os_str().as_bytes()[self.name_at..],
+        ))
+    }
+}
+
+/// The `*.lock` entries of the open directory `dir_fd`, sorted by name.
 /// Listed through the descriptor the files are then opened from, so that a
-/// directory renamed or replaced meanwhile cannot mix two listings.
-pub(super) fn lock_file_names(dir: &Path, dir_fd: &File) -> Result<Vec<std::ffi::OsString>> {
-    use std::os::unix::ffi::OsStringExt;
+/// directory renamed or replaced meanwhile cannot mix two listings. Each
+/// path is built once, here, for the report that names it.
+pub(super) fn lock_files(dir: &Path, dir_fd: &File) -> Result<Vec<LockFileEntry>> {
+    use std::os::unix::ffi::OsStrExt;
     let read_err =
         |e: rustix::io::Errno| Error::from_io(Operation::ReadDir, dir, e.into()).explain();
-    let mut names = Vec::new();
+    let mut entries = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir_fd).map_err(read_err)? {
         let entry = entry.map_err(read_err)?;
         let name = entry.file_name().to_bytes();
         if name.ends_with(b".lock") {
-            names.push(std::ffi::OsString::from_vec(name.to_owned()));
+            let path = dir.join(std::ffi::OsStr::from_bytes(name));
+            let name_at = path.as_os_str().len() - name.len();
+            entries.push(LockFileEntry { path, name_at });
         }
     }
-    names.sort();
-    Ok(names)
+    entries.sort_unstable_by(|a, b| a.name().as_os_str().cmp(b.name().as_os_str()));
+    Ok(entries)
 }
 
 /// Opens a directory to list it, and to look at its own lock.

@@ -27,6 +27,7 @@ pub(super) struct Scan<'a> {
     me: Arc<ProcessIdentity>,
     now: SystemTime,
     network_fs: HashMap<u64, Option<&'static str>>,
+    last_device: Option<(u64, Option<&'static str>)>,
     buf: Vec<u8>,
 }
 
@@ -43,6 +44,7 @@ impl<'a> Scan<'a> {
             me: sys::process_identity(),
             now: SystemTime::now(),
             network_fs: HashMap::new(),
+            last_device: None,
             buf: Vec::new(),
         })
     }
@@ -326,10 +328,19 @@ impl Scan<'_> {
     /// A `network_filesystem` finding when `file` (on device `dev`) lives on
     /// one, asked once per device.
     fn network_finding(&mut self, file: &File, dev: u64, report: &mut LockReport) {
-        let network = *self
-            .network_fs
-            .entry(dev)
-            .or_insert_with(|| sys::network_filesystem(file));
+        // The files of a directory are almost always on one device: the
+        // last answer serves them without a lookup.
+        let network = match self.last_device {
+            Some((last, network)) if last == dev => network,
+            _ => {
+                let network = *self
+                    .network_fs
+                    .entry(dev)
+                    .or_insert_with(|| sys::network_filesystem(file));
+                self.last_device = Some((dev, network));
+                network
+            }
+        };
         if let Some(fs) = network {
             report.findings.push(Finding::NetworkFilesystem {
                 filesystem: fs.to_owned(),

@@ -319,7 +319,16 @@ fn measure_scans(
     let one = scan_dir.free_file();
     let mut results = Results::default();
     for round in 0..=size.rounds {
-        let mut order = [scan::FLOOR, scan::OURS, scan::ONE_FLOOR, scan::ONE_OURS];
+        let mut order = [
+            scan::FLOOR,
+            scan::OURS,
+            scan::REPLICA,
+            scan::ONE_FLOOR,
+            scan::ONE_OURS,
+            scan::PROBE_ALONE,
+            scan::STATX_ALONE,
+            scan::DECODE_ALONE,
+        ];
         rng.shuffle(&mut order);
         if round > 0 {
             results.start_round();
@@ -328,6 +337,9 @@ fn measure_scans(
             let per_op = match which {
                 scan::ONE_FLOOR => scan::one_floor(&one, size.inspects)? / size.inspects as f64,
                 scan::ONE_OURS => scan::one_ours(&one, size.inspects)? / size.inspects as f64,
+                scan::PROBE_ALONE | scan::STATX_ALONE | scan::DECODE_ALONE => {
+                    scan::alone(&one, which, args.files)? / args.files as f64
+                }
                 _ => scan::scan_per_file(&scan_dir, which)?,
             };
             if round > 0 {

@@ -333,6 +333,12 @@ impl Report {
             ratio(x)
         ));
         self.line(&format!(
+            "| {} | {} | {} | explains ours | |",
+            scan::REPLICA,
+            time(r.median(scan::REPLICA)),
+            ratio(r.ratio(scan::REPLICA, scan::FLOOR))
+        ));
+        self.line(&format!(
             "| {} | {} | | | |",
             scan::ONE_FLOOR,
             time(r.median(scan::ONE_FLOOR))
@@ -342,6 +348,28 @@ impl Report {
             scan::ONE_OURS,
             time(r.median(scan::ONE_OURS)),
             ratio(r.ratio(scan::ONE_OURS, scan::ONE_FLOOR))
+        ));
+        self.line(&format!(
+            "\nOurs against the raw replica of its own syscalls: {} (the rest is the report).\n",
+            ratio(r.ratio(scan::OURS, scan::REPLICA))
+        ));
+        // Both as shares of the floor of the same rounds: a difference of two
+        // medians taken over different rounds would mean little here.
+        let report_share = r.ratio(scan::OURS, scan::FLOOR) - r.ratio(scan::REPLICA, scan::FLOOR);
+        self.line("#### Where a file's time differs: timed alone, in the same rounds\n");
+        self.line("| per file | median | × floor per file |");
+        self.line("|---|---:|---:|");
+        for name in [scan::PROBE_ALONE, scan::STATX_ALONE, scan::DECODE_ALONE] {
+            self.line(&format!(
+                "| {name} | {} | {} |",
+                time(r.median(name)),
+                ratio(r.ratio(name, scan::FLOOR))
+            ));
+        }
+        self.line(&format!(
+            "| ours − raw replica: the report (paths, state, holders, findings) | {} | {} |",
+            time(report_share * r.median(scan::FLOOR)),
+            ratio(report_share)
         ));
         self.line(&format!(
             "\n### One file on a busy host: {unrelated} unrelated locks held elsewhere\n"

@@ -12,6 +12,11 @@ use crate::{Error, Result, sys};
 pub(super) struct LockFileEntry {
     pub(super) path: std::path::PathBuf,
     name_at: usize,
+    /// The name's first 16 bytes, zero-padded, as one big-endian number:
+    /// ordering by it orders by name as far as it goes (a name holds no NUL,
+    /// so the padding sorts a shorter name first, as bytes do), and a sort
+    /// of many files then compares whole names only on a tie.
+    order_key: u128,
 }
 
 impl LockFileEntry {
@@ -38,10 +43,21 @@ pub(super) fn lock_files(dir: &Path, dir_fd: &File) -> Result<Vec<LockFileEntry>
         if name.ends_with(b".lock") {
             let path = dir.join(std::ffi::OsStr::from_bytes(name));
             let name_at = path.as_os_str().len() - name.len();
-            entries.push(LockFileEntry { path, name_at });
+            let mut key = [0; 16];
+            let prefix = &name[..name.len().min(16)];
+            key[..prefix.len()].copy_from_slice(prefix);
+            entries.push(LockFileEntry {
+                path,
+                name_at,
+                order_key: u128::from_be_bytes(key),
+            });
         }
     }
-    entries.sort_unstable_by(|a, b| a.name().as_os_str().cmp(b.name().as_os_str()));
+    entries.sort_unstable_by(|a, b| {
+        a.order_key
+            .cmp(&b.order_key)
+            .then_with(|| a.name().as_os_str().cmp(b.name().as_os_str()))
+    });
     Ok(entries)
 }
 
@@ -84,4 +100,46 @@ pub(super) fn open_for_inspect_at(dir: impl rustix::fd::AsFd, path: &Path) -> io
 
 pub(super) fn open_error(path: &Path, e: io::Error) -> Error {
     Error::from_io(Operation::Read, path, e).explain()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listing's order is the names' byte order, whether names differ
+    /// within their first 16 bytes, after them, or are prefixes of others.
+    #[test]
+    fn lock_files_are_listed_in_the_byte_order_of_their_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut names = vec![
+            "a.lock",
+            "a.lock.lock",
+            "b.lock",
+            "backup-nightly-2.lock",
+            "backup-nightly-10.lock",
+            "backup-nightly.lock",
+            "backup-nightly-1.lock",
+            "backup-nightly-1a.lock",
+            "Z.lock",
+            "\u{e9}t\u{e9}.lock",
+            "0123456789abcdef.lock",
+            "0123456789abcdef0.lock",
+            "0123456789abcde.lock",
+        ];
+        for name in &names {
+            std::fs::write(dir.path().join(name), "").unwrap();
+        }
+        std::fs::write(dir.path().join("not-a-lock.txt"), "").unwrap();
+        let dir_fd = open_dir(dir.path()).unwrap();
+        let listed: Vec<String> = lock_files(dir.path(), &dir_fd)
+            .unwrap()
+            .iter()
+            .map(|entry| {
+                assert_eq!(entry.path, dir.path().join(entry.name()));
+                entry.name().to_str().unwrap().to_owned()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(listed, names);
+    }
 }

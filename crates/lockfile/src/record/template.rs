@@ -2,11 +2,12 @@
 //!
 //! The identity part of an owner record (pid, hostname, boot id, PID
 //! namespace, start time) is the same in every record a process writes, so
-//! its JSON is rendered once per thread and copied in; serde encodes only
-//! what changes per acquire. The bytes are exactly serde's encoding of the
-//! whole document: the parts are cut from serde's own output, and a test
-//! compares the two encoders on arbitrary documents, so that the decoder
-//! never meets a second dialect.
+//! its JSON is rendered once per thread, cut from serde's own output, and
+//! copied in. The fields every record has (the flag, the token, the job, the
+//! times) are written directly; serde encodes only what few records carry.
+//! The bytes are exactly serde's encoding of the whole document: a property
+//! test compares the two encoders on arbitrary documents, so that the
+//! decoder never meets a second dialect.
 
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -10,7 +10,6 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -161,18 +160,10 @@ pub(crate) fn touch(file: &File, now: SystemTime) -> io::Result<()> {
 /// how many it got. Bounded by the buffer, never the file. A short read of a
 /// regular file means end of file, so the usual case is one `pread`.
 pub(crate) fn read_prefix(file: &File, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read_at(&mut buf[filled..], filled as u64) {
-            Ok(0) => break,
-            Ok(n) if filled + n < buf.len() => return Ok(filled + n),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
+    // SAFETY: the same bytes seen as possibly uninitialised, which they are
+    // not; `read_prefix_uninit` only ever writes initialised bytes (pread's).
+    let buf = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [std::mem::MaybeUninit<u8>]) };
+    read_prefix_uninit(file, buf).map(|read| read.len())
 }
 
 /// [`read_prefix`] into a buffer that need not be initialised; returns the

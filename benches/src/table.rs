@@ -356,7 +356,7 @@ impl Report {
         // Both as shares of the floor of the same rounds: a difference of two
         // medians taken over different rounds would mean little here.
         let report_share = r.ratio(scan::OURS, scan::FLOOR) - r.ratio(scan::REPLICA, scan::FLOOR);
-        self.line("#### Where a file's time differs: timed alone, in the same rounds\n");
+        self.line("### Where a file's time differs: timed alone, in the same rounds\n");
         self.line("| per file | median | × floor per file |");
         self.line("|---|---:|---:|");
         for name in [scan::PROBE_ALONE, scan::STATX_ALONE, scan::DECODE_ALONE] {

@@ -107,13 +107,15 @@ struct Seen {
     held: usize,
 }
 
-/// The floor: libc readdir, and per file openat + a shared non-blocking
-/// flock probe + one read + the same JSON decode `inspect_dir` does
-/// (`decode_record`) + close. No allocation but the decoder's.
-fn floor_scan(dir: &Path) -> Result<Seen> {
+/// Opens every `*.lock` entry of `dir` in readdir's order, as a raw loop
+/// does (libc readdir, then openat with `flags`), and hands each to
+/// `per_file`, which closes it by dropping it.
+fn each_lock_file(
+    dir: &Path,
+    flags: libc::c_int,
+    mut per_file: impl FnMut(Fd) -> Result<()>,
+) -> Result<()> {
     let c = cpath(dir)?;
-    let mut seen = Seen { files: 0, held: 0 };
-    let mut buf = [0u8; 4096];
     // SAFETY: `c` is a NUL-terminated path; the stream is closed below.
     let stream = unsafe { libc::opendir(c.as_ptr()) };
     if stream.is_null() {
@@ -121,12 +123,12 @@ fn floor_scan(dir: &Path) -> Result<Seen> {
     }
     // SAFETY: `stream` is a live DIR*.
     let dir_fd = unsafe { libc::dirfd(stream) };
-    loop {
+    let walked = (|| loop {
         // SAFETY: `stream` is a live DIR*; the entry it returns stays valid
         // until the next readdir on the same stream.
         let entry = unsafe { libc::readdir(stream) };
         if entry.is_null() {
-            break;
+            return Ok(());
         }
         // SAFETY: d_name is NUL-terminated within the entry.
         let name = unsafe { CStr::from_ptr((*entry).d_name.as_ptr()) };
@@ -134,11 +136,24 @@ fn floor_scan(dir: &Path) -> Result<Seen> {
             continue;
         }
         // SAFETY: a NUL-terminated name relative to a live directory fd.
-        let fd = unsafe { libc::openat(dir_fd, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::openat(dir_fd, name.as_ptr(), flags) };
         if fd < 0 {
             bail!("openat: {}", std::io::Error::last_os_error());
         }
-        let fd = Fd(fd);
+        per_file(Fd(fd))?;
+    })();
+    // SAFETY: closes the stream opened above, once.
+    unsafe { libc::closedir(stream) };
+    walked
+}
+
+/// The floor: libc readdir, and per file openat + a shared non-blocking
+/// flock probe + one read + the same JSON decode `inspect_dir` does
+/// (`decode_record`) + close. No allocation but the decoder's.
+fn floor_scan(dir: &Path) -> Result<Seen> {
+    let mut seen = Seen { files: 0, held: 0 };
+    let mut buf = [0u8; 4096];
+    each_lock_file(dir, libc::O_RDONLY | libc::O_CLOEXEC, |fd| {
         if fd.flock(libc::LOCK_SH | libc::LOCK_NB).is_err() {
             seen.held += 1;
         }
@@ -150,10 +165,8 @@ fn floor_scan(dir: &Path) -> Result<Seen> {
         if lockfile::decode_record(&buf[..n as usize]).is_ok() {
             seen.files += 1;
         }
-        drop(fd);
-    }
-    // SAFETY: closes the stream opened above, once.
-    unsafe { libc::closedir(stream) };
+        Ok(())
+    })?;
     Ok(seen)
 }
 
@@ -162,47 +175,26 @@ fn floor_scan(dir: &Path) -> Result<Seen> {
 /// cannot tell which files are held (that takes the kernel's lock table):
 /// it counts every file as `held` unknown, and only its files are checked.
 fn replica_scan(dir: &Path) -> Result<Seen> {
-    let c = cpath(dir)?;
     let mut files = 0;
     let mut buf = [0u8; 4096];
-    // SAFETY: as in `floor_scan`; statx writes into a live local.
-    unsafe {
-        let stream = libc::opendir(c.as_ptr());
-        if stream.is_null() {
-            bail!("opendir: {}", std::io::Error::last_os_error());
+    let flags = libc::O_RDONLY
+        | libc::O_CLOEXEC
+        | libc::O_NOFOLLOW
+        | libc::O_NONBLOCK
+        | libc::O_NOCTTY
+        | libc::O_NOATIME;
+    each_lock_file(dir, flags, |fd| {
+        statx_of(&fd)?;
+        // SAFETY: reads into a live buffer of the given length.
+        let n = unsafe { libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            bail!("pread: {}", std::io::Error::last_os_error());
         }
-        let dir_fd = libc::dirfd(stream);
-        loop {
-            let entry = libc::readdir(stream);
-            if entry.is_null() {
-                break;
-            }
-            let name = CStr::from_ptr((*entry).d_name.as_ptr());
-            if !name.to_bytes().ends_with(b".lock") {
-                continue;
-            }
-            let flags = libc::O_RDONLY
-                | libc::O_CLOEXEC
-                | libc::O_NOFOLLOW
-                | libc::O_NONBLOCK
-                | libc::O_NOCTTY
-                | libc::O_NOATIME;
-            let fd = libc::openat(dir_fd, name.as_ptr(), flags);
-            if fd < 0 {
-                bail!("openat: {}", std::io::Error::last_os_error());
-            }
-            let fd = Fd(fd);
-            statx_of(&fd)?;
-            let n = libc::pread(fd.0, buf.as_mut_ptr().cast(), buf.len(), 0);
-            if n < 0 {
-                bail!("pread: {}", std::io::Error::last_os_error());
-            }
-            if lockfile::decode_record(&buf[..n as usize]).is_ok() {
-                files += 1;
-            }
+        if lockfile::decode_record(&buf[..n as usize]).is_ok() {
+            files += 1;
         }
-        libc::closedir(stream);
-    }
+        Ok(())
+    })?;
     Ok(Seen { files, held: 0 })
 }
 

@@ -110,8 +110,8 @@ impl LockDocument {
     /// JSON whitespace, so `jq` and any JSON parser read the file as is.
     pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) {
         buf.clear();
+        debug_assert_eq!(self.format, FORMAT_VERSION, "RELEASED_PREFIX spells it");
         let head = Head {
-            format: self.format,
             released: self.released,
             last_success: self.last_success,
             last_run: self.last_run.as_deref(),

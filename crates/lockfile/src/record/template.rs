@@ -27,9 +27,9 @@ use crate::rfc3339;
 /// is always escaped, so this cannot match inside the hostname.
 const AFTER_IDENTITY: &[u8] = b",\"token\":\"";
 
-/// A lock document's fields before the owner.
+/// A lock document's fields before the owner, after its format (always
+/// [`FORMAT_VERSION`](super::FORMAT_VERSION), spelled by the prefix).
 pub(super) struct Head<'a> {
-    pub(super) format: u32,
     pub(super) released: bool,
     pub(super) last_success: Option<SystemTime>,
     pub(super) last_run: Option<&'a LastRun>,
@@ -109,11 +109,6 @@ thread_local! {
 /// only what few records carry (a last run, promises, an eviction) and the
 /// strings that may need escaping.
 pub(super) fn encode(head: &Head<'_>, owner: &OwnerRecord, buf: &mut Vec<u8>) {
-    debug_assert_eq!(
-        head.format,
-        super::FORMAT_VERSION,
-        "RELEASED_PREFIX spells it"
-    );
     buf.extend_from_slice(super::document::RELEASED_PREFIX.as_bytes());
     buf.extend_from_slice(if head.released { b"true" } else { b"false" });
     if let Some(t) = head.last_success {

@@ -107,15 +107,18 @@ fn a_file_read_only_to_the_caller_is_locked_read_only_and_left_unchanged() {
     std::fs::write(&lock, "").unwrap();
     std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o644)).unwrap();
     let before = fingerprint(&lock);
+    // The second run is started by the unprivileged user itself, which may
+    // not be able to reach the build's directory (a checkout in a private
+    // temporary directory): it runs a link or copy in the test's own.
+    let exe = dir.path("lockfile");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_lockfile"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_lockfile"), &exe).map(drop))
+        .unwrap();
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_lockfile"))
+        .arg(&exe)
         .args(["run", "-n", s(&lock), "sh", "-c"])
-        .arg(format!(
-            "{} run -n {} true; echo $?",
-            env!("CARGO_BIN_EXE_lockfile"),
-            s(&lock)
-        ))
+        .arg(format!("{} run -n {} true; echo $?", s(&exe), s(&lock)))
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));

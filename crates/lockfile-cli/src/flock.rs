@@ -12,34 +12,23 @@ use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use lockfile::LockOptions;
 
-use crate::args::{Cli, Command};
 use crate::exit;
 
-/// `flock ARGS` (ARGS without the program name).
-pub(crate) fn main(args: Vec<OsString>) -> i32 {
+/// `flock ARGS` (ARGS without the program name). A run goes to `run`, as
+/// the arguments of `lockfile run` that it translates into.
+pub(crate) fn main(args: Vec<OsString>, run: impl FnOnce(Vec<OsString>) -> i32) -> i32 {
     match translate(&args) {
-        Ok(Invocation::Run(run_args)) => {
-            let mut argv: Vec<OsString> = vec!["lockfile".into(), "run".into()];
-            argv.extend(run_args);
-            match Cli::try_parse_from(argv) {
-                Ok(Cli {
-                    command: Command::Run(run),
-                    ..
-                }) => crate::run::run(run),
-                Ok(_) => unreachable!("the translation always names `run`"),
-                Err(e) => usage(&e.to_string()),
-            }
-        }
+        Ok(Invocation::Run(run_args)) => run(run_args),
         Ok(Invocation::Descriptor(d)) => d.run("flock"),
         Ok(Invocation::Exit(code)) => code,
         Err(message) => usage(&message),
     }
 }
 
-fn usage(message: &str) -> i32 {
+/// Says flock(1)'s way that the command line is wrong; returns EX_USAGE.
+pub(crate) fn usage(message: &str) -> i32 {
     let first = message.lines().next().unwrap_or(message);
     errln!("flock: {}", first.trim_start_matches("error: "));
     errln!("Try 'flock --help' for more information.");

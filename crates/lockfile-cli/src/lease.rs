@@ -57,7 +57,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
     let mut opts = options(endpoints);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
-    let mut monitor = match Monitor::new(&args.monitoring, &job, &name) {
+    let mut monitor = match Monitor::<crate::ping::Pinger>::new(&args.monitoring, &job, &name) {
         Ok(monitor) => monitor,
         Err(e) => {
             errln!("lockfile: {e}");

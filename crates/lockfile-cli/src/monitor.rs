@@ -18,7 +18,7 @@ use clap::Args;
 use lockfile::{Outcome, Unhealthy};
 
 use crate::metrics::MetricsSink;
-use crate::ping::Pinger;
+use crate::ping::{Ping, Pinger};
 
 /// The options of `run` that tell the monitoring system.
 #[derive(Debug, Args)]
@@ -49,18 +49,19 @@ pub(crate) struct MonitorArgs {
     pub(crate) quiet: bool,
 }
 
-/// What one `lockfile run` tells the monitoring system.
+/// What one `lockfile run` tells the monitoring system, its pings through
+/// `P`.
 #[derive(Debug)]
-pub(crate) struct Monitor {
+pub(crate) struct Monitor<P = Pinger> {
     metrics: Option<MetricsSink>,
-    ping: Option<Pinger>,
+    ping: Option<P>,
     quiet: bool,
     /// When COMMAND started: set by `started`, taken by `finished`, so
     /// that a run is finished once.
     run: Option<Instant>,
 }
 
-impl Monitor {
+impl<P: Ping> Monitor<P> {
     /// The monitor of a run of `job` on `lock` (a lock file's path, or a
     /// lease's name).
     ///
@@ -68,12 +69,8 @@ impl Monitor {
     ///
     /// A message for a usage error: a URL that is not one, or `--ping` in a
     /// build without the `ping` feature.
-    pub(crate) fn new(args: &MonitorArgs, job: &str, lock: &str) -> Result<Monitor, String> {
-        let ping = args
-            .ping
-            .as_deref()
-            .map(|url| Pinger::new(url, args.ping_log_bytes))
-            .transpose()?;
+    pub(crate) fn new(args: &MonitorArgs, job: &str, lock: &str) -> Result<Monitor<P>, String> {
+        let ping = P::from_args(args)?;
         Ok(Monitor {
             metrics: args
                 .metrics_dir

@@ -21,11 +21,67 @@
 //! wrapper exits). The first failure is reported on stderr, later ones are
 //! not, and none changes the exit status.
 
+use lockfile::{Outcome, Unhealthy};
+
+use crate::monitor::MonitorArgs;
+
 #[cfg(feature = "ping")]
 pub(crate) use enabled::Pinger;
 
+/// A build without the `ping` feature has no HTTP client: `--ping` is a usage
+/// error there.
 #[cfg(not(feature = "ping"))]
-pub(crate) use disabled::Pinger;
+pub(crate) type Pinger = NoPing;
+
+/// What `run` tells a dead man's switch. A type, so that a binary whose
+/// runs never ping ([`NoPing`]) links no HTTP client.
+pub(crate) trait Ping: Sized {
+    /// The pinger that `--ping` asks for, if it does.
+    ///
+    /// # Errors
+    ///
+    /// A message for a usage error: a URL that is not one, or `--ping` where
+    /// there is no HTTP client.
+    fn from_args(args: &MonitorArgs) -> Result<Option<Self>, String>;
+
+    /// COMMAND is about to start as the run `rid`.
+    fn started(&mut self, rid: &str);
+
+    /// COMMAND ended with `outcome`, and the wrapper exits with `exit_code`.
+    fn finished(&mut self, outcome: Outcome, exit_code: i32);
+
+    /// A skip behind the holder `line` names, unhealthy when `unhealthy`
+    /// says why.
+    fn skipped(&mut self, line: &str, unhealthy: Option<&Unhealthy>);
+}
+
+/// No pinger can be made: runs that never ping.
+#[derive(Debug)]
+pub(crate) enum NoPing {}
+
+impl Ping for NoPing {
+    fn from_args(args: &MonitorArgs) -> Result<Option<NoPing>, String> {
+        match args.ping {
+            None => Ok(None),
+            Some(_) => Err(
+                "--ping needs a build with the `ping` feature (cargo install --features ping)"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    fn started(&mut self, _rid: &str) {
+        match *self {}
+    }
+
+    fn finished(&mut self, _outcome: Outcome, _exit_code: i32) {
+        match *self {}
+    }
+
+    fn skipped(&mut self, _line: &str, _unhealthy: Option<&Unhealthy>) {
+        match *self {}
+    }
+}
 
 #[cfg(feature = "ping")]
 mod enabled {
@@ -36,7 +92,9 @@ mod enabled {
 
     use lockfile::{Outcome, Unhealthy};
 
+    use super::Ping;
     use crate::capture::Capture;
+    use crate::monitor::MonitorArgs;
 
     /// How long one attempt may take, name lookup, TLS and answer included.
     const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -112,63 +170,6 @@ mod enabled {
             })
         }
 
-        /// COMMAND is about to start as the run `rid`: pings `/start`, and
-        /// waits for it at most [`START_PATIENCE`]. With a log to send, this
-        /// is also where COMMAND's output starts to pass through pipes.
-        pub(crate) fn started(&mut self, rid: &str) {
-            self.rid = Some(rid.to_owned());
-            if self.log_bytes > 0 {
-                match Capture::start(self.log_bytes) {
-                    Ok(capture) => self.capture = Some(capture),
-                    Err(e) => self.report(&format!(
-                        "lockfile: cannot capture the command's output for the ping: {e}"
-                    )),
-                }
-            }
-            let done = self.send("/start", Vec::new(), None);
-            // Done, or still trying: either way COMMAND waited long enough.
-            let _ = done.recv_timeout(START_PATIENCE);
-            self.start = Some(done);
-        }
-
-        /// COMMAND ended with `outcome`, and the wrapper exits with
-        /// `exit_code`: pings success, the exit status or `/fail`, and waits
-        /// for it at most [`FINAL_PATIENCE`].
-        pub(crate) fn finished(&mut self, outcome: Outcome, exit_code: i32) {
-            let mut body = Vec::new();
-            let suffix = match outcome {
-                Outcome::Succeeded => String::new(),
-                Outcome::Failed if (1..=255).contains(&exit_code) => format!("/{exit_code}"),
-                Outcome::Failed => "/fail".to_owned(),
-                other => {
-                    body = format!(
-                        "lockfile: the run {} (outcome {other}, exit status {exit_code})\n",
-                        what_happened(other)
-                    )
-                    .into_bytes();
-                    "/fail".to_owned()
-                }
-            };
-            if let Some(capture) = self.capture.take() {
-                body.extend(capture.finish());
-            }
-            let after = self.start.take();
-            let done = self.send(&suffix, body, after);
-            self.wait(done, &suffix);
-        }
-
-        /// A skip behind the holder `line` names: pings `/log`, or `/fail`
-        /// behind an unhealthy holder; waits at most [`FINAL_PATIENCE`].
-        pub(crate) fn skipped(&mut self, line: &str, unhealthy: Option<&Unhealthy>) {
-            let mut body = format!("lockfile: {line}\n");
-            if let Some(why) = unhealthy {
-                body.push_str(&format!("lockfile: the holder looks unhealthy: {why}\n"));
-            }
-            let suffix = if unhealthy.is_some() { "/fail" } else { "/log" };
-            let done = self.send(suffix, body.into_bytes(), None);
-            self.wait(done, suffix);
-        }
-
         /// The full URL for `suffix`: the run's `rid` goes with every ping
         /// of a run, none with a skip's (a skip is no run).
         fn url(&self, suffix: &str) -> String {
@@ -225,6 +226,72 @@ mod enabled {
 
         fn report(&self, message: &str) {
             report_once(&self.reported, message);
+        }
+    }
+
+    impl Ping for Pinger {
+        fn from_args(args: &MonitorArgs) -> Result<Option<Pinger>, String> {
+            args.ping
+                .as_deref()
+                .map(|url| Pinger::new(url, args.ping_log_bytes))
+                .transpose()
+        }
+
+        /// COMMAND is about to start as the run `rid`: pings `/start`, and
+        /// waits for it at most [`START_PATIENCE`]. With a log to send, this
+        /// is also where COMMAND's output starts to pass through pipes.
+        fn started(&mut self, rid: &str) {
+            self.rid = Some(rid.to_owned());
+            if self.log_bytes > 0 {
+                match Capture::start(self.log_bytes) {
+                    Ok(capture) => self.capture = Some(capture),
+                    Err(e) => self.report(&format!(
+                        "lockfile: cannot capture the command's output for the ping: {e}"
+                    )),
+                }
+            }
+            let done = self.send("/start", Vec::new(), None);
+            // Done, or still trying: either way COMMAND waited long enough.
+            let _ = done.recv_timeout(START_PATIENCE);
+            self.start = Some(done);
+        }
+
+        /// COMMAND ended with `outcome`, and the wrapper exits with
+        /// `exit_code`: pings success, the exit status or `/fail`, and waits
+        /// for it at most [`FINAL_PATIENCE`].
+        fn finished(&mut self, outcome: Outcome, exit_code: i32) {
+            let mut body = Vec::new();
+            let suffix = match outcome {
+                Outcome::Succeeded => String::new(),
+                Outcome::Failed if (1..=255).contains(&exit_code) => format!("/{exit_code}"),
+                Outcome::Failed => "/fail".to_owned(),
+                other => {
+                    body = format!(
+                        "lockfile: the run {} (outcome {other}, exit status {exit_code})\n",
+                        what_happened(other)
+                    )
+                    .into_bytes();
+                    "/fail".to_owned()
+                }
+            };
+            if let Some(capture) = self.capture.take() {
+                body.extend(capture.finish());
+            }
+            let after = self.start.take();
+            let done = self.send(&suffix, body, after);
+            self.wait(done, &suffix);
+        }
+
+        /// A skip behind the holder `line` names: pings `/log`, or `/fail`
+        /// behind an unhealthy holder; waits at most [`FINAL_PATIENCE`].
+        fn skipped(&mut self, line: &str, unhealthy: Option<&Unhealthy>) {
+            let mut body = format!("lockfile: {line}\n");
+            if let Some(why) = unhealthy {
+                body.push_str(&format!("lockfile: the holder looks unhealthy: {why}\n"));
+            }
+            let suffix = if unhealthy.is_some() { "/fail" } else { "/log" };
+            let done = self.send(suffix, body.into_bytes(), None);
+            self.wait(done, suffix);
         }
     }
 
@@ -306,45 +373,16 @@ mod enabled {
     }
 }
 
-#[cfg(not(feature = "ping"))]
-mod disabled {
-    use lockfile::{Outcome, Unhealthy};
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// A build without the `ping` feature has no HTTP client: no pinger can
-    /// be made.
-    #[derive(Debug)]
-    pub(crate) enum Pinger {}
-
-    impl Pinger {
-        /// # Errors
-        ///
-        /// Always: `--ping` is a usage error in this build.
-        pub(crate) fn new(_url: &str, _log_bytes: usize) -> Result<Pinger, String> {
-            Err(
-                "--ping needs a build with the `ping` feature (cargo install --features ping)"
-                    .to_owned(),
-            )
-        }
-
-        pub(crate) fn started(&mut self, _rid: &str) {
-            match *self {}
-        }
-
-        pub(crate) fn finished(&mut self, _outcome: Outcome, _exit_code: i32) {
-            match *self {}
-        }
-
-        pub(crate) fn skipped(&mut self, _line: &str, _unhealthy: Option<&Unhealthy>) {
-            match *self {}
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        #[test]
-        fn ping_is_a_usage_error_without_the_feature() {
-            let err = super::Pinger::new("http://h/x", 0).unwrap_err();
-            assert!(err.contains("`ping` feature"), "{err}");
-        }
+    #[test]
+    fn ping_is_a_usage_error_where_there_is_no_http_client() {
+        let mut args = crate::plain::defaults().monitoring;
+        assert!(NoPing::from_args(&args).unwrap().is_none());
+        args.ping = Some("http://h/x".to_owned());
+        let err = NoPing::from_args(&args).unwrap_err();
+        assert!(err.contains("`ping` feature"), "{err}");
     }
 }

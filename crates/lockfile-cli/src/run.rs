@@ -19,10 +19,12 @@ use crate::command::{command_line, job_name, spawn};
 use crate::exit;
 use crate::limits::{Limit, Limits};
 use crate::monitor::Monitor;
+use crate::ping::Ping;
 use crate::signals::BlockedSignals;
 use crate::supervise::{self, StopSequence};
 
-pub(crate) fn run(args: RunArgs) -> i32 {
+/// Runs `args`, its pings through `P`; returns the exit status.
+pub(crate) fn run<P: Ping>(args: RunArgs) -> i32 {
     // The name flock(1)'s lines and errors start with.
     let name = if args.flock_compat {
         "flock"
@@ -66,7 +68,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let lock = args.lockfile.to_string_lossy();
-    let mut monitor = match Monitor::new(&args.monitoring, &job, &lock) {
+    let mut monitor = match Monitor::<P>::new(&args.monitoring, &job, &lock) {
         Ok(monitor) => monitor,
         Err(e) => {
             errln!("lockfile: {e}");
@@ -231,12 +233,12 @@ fn exec_in_place(mut guard: LockGuard, program: &OsString, args: &[OsString], na
     }
 }
 
-fn run_locked(
+fn run_locked<P: Ping>(
     mut guard: LockGuard,
     program: &OsString,
     program_args: &[OsString],
     args: &RunArgs,
-    monitor: &mut Monitor,
+    monitor: &mut Monitor<P>,
 ) -> Result<i32, (i32, String)> {
     let os_error = |what: &str, e: io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
     if args.watchdog.is_some()

@@ -30,7 +30,7 @@ use std::os::unix::ffi::OsStrExt;
 ///
 /// `argv` must hold `argc` valid NUL-terminated strings, as the C runtime's
 /// arguments to `main` do.
-pub(crate) unsafe fn start(
+pub unsafe fn start(
     argc: libc::c_int,
     argv: *const *const libc::c_char,
     main: fn(Vec<OsString>),

@@ -630,3 +630,47 @@ fn a_terminal_hangup_reaches_the_command() {
         inspect_json(&lock, &[]).1[0]["state"] == "free"
     });
 }
+
+/// `lockfile` runs a plain run by itself, and hands every other command line
+/// to `lockfile-full`: the one beside it, or else the one on PATH, or it
+/// says which is missing.
+#[test]
+fn lockfile_runs_a_plain_run_itself_and_hands_the_rest_to_lockfile_full() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let bin = dir.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let alone = bin.join("lockfile");
+    std::fs::copy(env!("CARGO_BIN_EXE_lockfile"), &alone).unwrap();
+    let system = "/usr/bin:/bin";
+    let run = |args: &[&str], path: &str| {
+        in_a_standard_state(Command::new(&alone))
+            .args(args)
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+
+    let out = run(&["run", "-n", "--job", "alone", s(&lock), "true"], system);
+    assert_eq!(
+        code(&out),
+        0,
+        "a plain run needs nothing else: {}",
+        stderr(&out)
+    );
+
+    let out = run(&["inspect", s(&lock)], system);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(s(&bin.join("lockfile-full"))), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = run(&["run", "--log-format", "json", s(&lock), "true"], system);
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+
+    let full = Path::new(env!("CARGO_BIN_EXE_lockfile-full"));
+    let path = format!("{}:{system}", full.parent().unwrap().display());
+    let out = run(&["inspect", "--json", s(&lock)], &path);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report[0]["owner"]["job"], "alone", "{report}");
+}

@@ -23,8 +23,8 @@ fn lockfile_bin() -> PathBuf {
             "--quiet",
             "-p",
             "lockfile-cli",
-            "--bin",
-            "lockfile",
+            // `lockfile` hands inspect and reap to `lockfile-full`.
+            "--bins",
         ])
         .args(["--profile", profile])
         .arg("--manifest-path")

@@ -5,14 +5,13 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use rustix::process::Pid;
 
 use crate::args::RunArgs;
 use crate::exit;
 use crate::signals::BlockedSignals;
-use crate::supervise;
+use crate::spawn::ChildSetup;
 
 /// COMMAND, or `sh -c SHELL_COMMAND` (`$SHELL -c`, falling back to
 /// `/bin/sh`, in the flock(1) personality, as flock(1) does). The caller
@@ -48,16 +47,11 @@ pub(crate) fn spawn(
     env: &[(&str, OsString)],
     die_with_parent: bool,
 ) -> Result<Pid, (i32, String)> {
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdin(Stdio::inherit());
-    for (key, value) in env {
-        cmd.env(key, value);
-    }
-    signals.unblock_in_child(&mut cmd);
-    if die_with_parent {
-        supervise::die_with_parent(&mut cmd);
-    }
-    let child = cmd.spawn().map_err(|e| {
+    let setup = ChildSetup {
+        die_with: die_with_parent.then(rustix::process::getpid),
+        ..signals.child_setup()
+    };
+    crate::spawn::spawn(program, args, env, setup).map_err(|e| {
         let code = match e.kind() {
             io::ErrorKind::NotFound => exit::NOT_FOUND,
             _ => exit::NOT_EXECUTABLE,
@@ -66,7 +60,5 @@ pub(crate) fn spawn(
             code,
             format!("cannot run `{}`: {e}", program.to_string_lossy()),
         )
-    })?;
-    // std's Child is not waited on: `supervise` reaps it with waitpid.
-    Ok(Pid::from_raw(child.id() as i32).expect("a child has a positive pid"))
+    })
 }

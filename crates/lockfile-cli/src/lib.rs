@@ -63,6 +63,7 @@ mod prometheus;
 mod reap;
 mod run;
 mod signals;
+mod spawn;
 mod start;
 mod supervise;
 mod table;

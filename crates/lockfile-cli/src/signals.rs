@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use rustix::process::{Pid, Signal};
 
+use crate::spawn::ChildSetup;
+
 /// The signals forwarded to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -14,7 +16,7 @@ pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHU
 /// rest of its life: the mask is never restored, so that a signal arriving
 /// while the lock is released after COMMAND ended cannot kill us halfway (it
 /// stays pending until we exit). A spawned child inherits the mask unless
-/// the command is prepared with [`BlockedSignals::unblock_in_child`].
+/// it is started as [`BlockedSignals::child_setup`] says.
 ///
 /// A forwarded signal that was ignored when we started (`nohup`, or a
 /// background job of a non-interactive shell, which ignores SIGINT) is left
@@ -60,25 +62,14 @@ impl BlockedSignals {
         }
     }
 
-    /// Makes `cmd`'s child start with the signal mask (and SIGCHLD
+    /// How a child starts COMMAND: with the signal mask (and SIGCHLD
     /// disposition) we had before blocking, or COMMAND would ignore SIGTERM
-    /// and friends.
-    pub(crate) fn unblock_in_child(&self, cmd: &mut std::process::Command) {
-        use std::os::unix::process::CommandExt;
-        let (old, sigchld_ignored) = (self.old, self.sigchld_ignored);
-        // SAFETY: the closure runs in the forked child before exec and only
-        // calls signal and pthread_sigmask, which are async-signal-safe;
-        // `old` is a copy.
-        unsafe {
-            cmd.pre_exec(move || {
-                if sigchld_ignored && libc::signal(libc::SIGCHLD, libc::SIG_IGN) == libc::SIG_ERR {
-                    return Err(io::Error::last_os_error());
-                }
-                match libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) {
-                    0 => Ok(()),
-                    rc => Err(io::Error::from_raw_os_error(rc)),
-                }
-            });
+    /// and friends. No parent-death signal.
+    pub(crate) fn child_setup(&self) -> ChildSetup {
+        ChildSetup {
+            mask: self.old,
+            sigchld_ignored: self.sigchld_ignored,
+            die_with: None,
         }
     }
 

@@ -243,25 +243,6 @@ pub(crate) fn become_subreaper() -> io::Result<()> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).map_err(io::Error::from)
 }
 
-/// Makes the kernel SIGKILL `cmd`'s child when this process dies, for any
-/// reason: nobody renews a lease any more, so the work must stop.
-pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the forked child before exec and makes only
-    // raw syscalls (prctl, getppid), which are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // The parent may have died before prctl took effect.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::other("the parent died while spawning"));
-            }
-            Ok(())
-        });
-    }
-}
-
 /// `d` from now, or a year from now when `d` is too large to add.
 pub(crate) fn after(d: Duration) -> Instant {
     let now = Instant::now();

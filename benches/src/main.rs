@@ -44,7 +44,8 @@ struct Args {
     rounds: Option<usize>,
 
     /// The `lockfile` binary for the whole-process rows (default: next to
-    /// this program, i.e. target/release/lockfile for a release build).
+    /// this program, i.e. target/release/lockfile for a release build). They
+    /// run a copy of it, as an install writes one, and the file itself.
     #[arg(long, value_name = "PATH")]
     lockfile_bin: Option<PathBuf>,
 
@@ -383,7 +384,8 @@ fn measure_processes(
     std::fs::create_dir_all(dir)?;
     let (truth, flock, ours) = process::programs(dir, lockfile_bin)?;
     let flock_missing = flock.as_ref().map(|_| ()).map_err(Clone::clone);
-    let mut programs = vec![truth, ours];
+    let mut programs = vec![truth];
+    programs.extend(ours);
     programs.extend(flock.ok());
     let mut results = Results::default();
     for _ in 0..10 {

@@ -20,10 +20,15 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use rustix::process::Pid;
 
-/// The child's stack: execvpe builds a path on it (up to PATH_MAX) and, for
-/// a script without `#!`, an argument vector; glibc's posix_spawn allows
-/// 64 KiB for those plus the arguments. Pages never touched cost nothing.
+/// The child's stack, beyond the argument vector that execvpe copies onto
+/// it for a script without `#!`: the path it builds (at most PATH_MAX plus
+/// NAME_MAX) and the calls themselves. glibc's posix_spawn allows as much.
+/// Pages never touched cost nothing.
 const STACK: usize = 64 * 1024;
+
+/// The page below the stack, mapped without access, so that an overflow
+/// faults rather than writes into memory the child shares with us.
+const GUARD: usize = 4096;
 
 /// What the child does between the clone and the exec.
 #[derive(Debug, Clone, Copy)]
@@ -121,20 +126,29 @@ pub(crate) fn spawn(
         setup,
         errno: AtomicI32::new(0),
     };
-    // SAFETY: a private anonymous mapping, unmapped below.
+    let size = (GUARD + STACK + exec.argv.len() * size_of::<*const libc::c_char>())
+        .next_multiple_of(GUARD);
+    // SAFETY: a private anonymous mapping, unmapped below; its lowest page
+    // is made inaccessible before anything runs on it.
     let stack = unsafe {
-        libc::mmap(
+        let stack = libc::mmap(
             std::ptr::null_mut(),
-            STACK,
+            size,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
             -1,
             0,
-        )
+        );
+        if stack == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::mprotect(stack, GUARD, libc::PROT_NONE) != 0 {
+            let error = io::Error::last_os_error();
+            libc::munmap(stack, size);
+            return Err(error);
+        }
+        stack
     };
-    if stack == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
     // SAFETY: `child` runs on the new stack (its top: stacks grow down on
     // every Linux target), reads `shared` and writes only its atomic;
     // CLONE_VFORK suspends this thread until the child has exec'ed or
@@ -143,7 +157,7 @@ pub(crate) fn spawn(
     let pid = unsafe {
         libc::clone(
             child,
-            stack.cast::<u8>().add(STACK).cast(),
+            stack.cast::<u8>().add(size).cast(),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             std::ptr::from_ref(&shared).cast_mut().cast(),
         )
@@ -151,7 +165,7 @@ pub(crate) fn spawn(
     let clone_error = io::Error::last_os_error();
     // SAFETY: the mapping made above; the child no longer runs on it.
     unsafe {
-        libc::munmap(stack, STACK);
+        libc::munmap(stack, size);
     }
     if pid == -1 {
         return Err(clone_error);
@@ -347,18 +361,23 @@ mod tests {
     fn a_script_without_an_interpreter_line_runs_through_the_shell() {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("script");
-        std::fs::write(&script, "echo through the shell > \"$OUT\"\n").unwrap();
+        std::fs::write(&script, "echo through the shell $# > \"$OUT\"\n").unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let out = dir.path().join("out");
-        let pid = spawn(
-            script.as_os_str(),
-            &[],
-            &[("OUT", out.clone().into())],
-            plain_setup(),
-        )
-        .unwrap();
-        rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()).unwrap();
-        assert_eq!(std::fs::read_to_string(out).unwrap(), "through the shell\n");
+        // execvpe copies the arguments onto the child's stack for the shell:
+        // 20,000 of them take 160 KB more than the stack's fixed part.
+        let args: Vec<OsString> = (0..20_000).map(|i| i.to_string().into()).collect();
+        let env = [("OUT", out.clone().into())];
+        let pid = spawn(script.as_os_str(), &args, &env, plain_setup()).unwrap();
+        let (_, status) =
+            rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty())
+                .unwrap()
+                .unwrap();
+        assert_eq!(status.exit_status(), Some(0), "{status:?}");
+        assert_eq!(
+            std::fs::read_to_string(out).unwrap(),
+            "through the shell 20000\n"
+        );
     }
 }

@@ -3,6 +3,12 @@
 //! mask and dispositions, descriptors and process. So nothing that the full
 //! command does can tell the difference, nor can whoever started us: the
 //! PID, the exit status and every output are the full command's.
+//!
+//! One variable is added to the environment for the exec, and the full
+//! command takes it out again first thing ([`forget_handover`]): it names
+//! who handed over, so that a `lockfile-full` that is not the full command
+//! (a copy of `lockfile` under its name) is an error rather than an exec
+//! loop.
 
 use std::ffi::{CString, OsString};
 use std::io;
@@ -13,6 +19,20 @@ use crate::exit;
 
 /// The full command's file name.
 pub(crate) const FULL: &str = "lockfile-full";
+
+/// The variable that names the binary that handed a command line over.
+const HANDED_OVER_BY: &str = "LOCKFILE_HANDED_OVER_BY";
+
+/// Takes [`HANDED_OVER_BY`] out of the environment, so that neither COMMAND
+/// nor a `lockfile` that COMMAND runs sees it. The full command calls it
+/// before anything else, while it has one thread.
+pub(crate) fn forget_handover() {
+    if std::env::var_os(HANDED_OVER_BY).is_some() {
+        // SAFETY: called first thing in the process, before any thread is
+        // started, so nothing reads the environment meanwhile.
+        unsafe { std::env::remove_var(HANDED_OVER_BY) };
+    }
+}
 
 /// Execs `lockfile-full` with `argv`: the one beside this binary's file
 /// (`/proc/self/exe`, so that a symlink named `flock` finds it too), or else
@@ -29,9 +49,24 @@ pub(crate) fn hand_over(argv: &[OsString]) -> i32 {
         errln!("lockfile: an argument holds a NUL byte");
         return exit::USAGE;
     };
-    let beside = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.join(FULL)));
+    let this = std::env::current_exe().ok();
+    if let Some(by) = std::env::var_os(HANDED_OVER_BY) {
+        errln!(
+            "lockfile: `{}` handed this command line to `{}` as {FULL}, but that is not the full command (a copy of `lockfile`?): install {FULL} from the same build as `lockfile`",
+            Path::new(&by).display(),
+            this.as_deref().unwrap_or(Path::new(FULL)).display()
+        );
+        return exit::UNAVAILABLE;
+    }
+    // SAFETY: the process has one thread (the front starts none before it
+    // hands over), so nothing reads the environment meanwhile.
+    unsafe {
+        std::env::set_var(
+            HANDED_OVER_BY,
+            this.as_deref().unwrap_or(Path::new("lockfile")),
+        );
+    }
+    let beside = this.and_then(|exe| Some(exe.parent()?.join(FULL)));
     let beside_error = match &beside {
         Some(path) => exec(path, &args, false),
         None => io::Error::other("this binary's own path is unknown"),

@@ -82,6 +82,7 @@ pub use crate::start::start;
 /// The whole command (`lockfile-full`): runs the command line `argv` and
 /// exits with its status.
 pub fn full(argv: Vec<OsString>) {
+    handover::forget_handover();
     let mut rest = argv.iter().cloned();
     if rest
         .next()

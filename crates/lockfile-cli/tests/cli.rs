@@ -673,4 +673,25 @@ fn lockfile_runs_a_plain_run_itself_and_hands_the_rest_to_lockfile_full() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report[0]["owner"]["job"], "alone", "{report}");
+
+    // What the full command runs does not see that it was handed over.
+    let out = run(&["run", "--log-format", "text", s(&lock), "env"], &path);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let env = String::from_utf8_lossy(&out.stdout);
+    assert!(env.contains("LOCKFILE_TOKEN="), "{env}");
+    assert!(!env.contains("HANDED_OVER"), "{env}");
+
+    // A copy of `lockfile` under the full command's name is an error, not
+    // an exec loop.
+    std::fs::copy(&alone, bin.join("lockfile-full")).unwrap();
+    let out = in_a_standard_state(Command::new(&alone))
+        .args(["inspect", s(&lock)])
+        .env("PATH", system)
+        .bounded_output();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not the full command"),
+        "{}",
+        stderr(&out)
+    );
 }

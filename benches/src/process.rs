@@ -16,6 +16,9 @@ pub(crate) const OURS: &str = "lockfile run -n FILE true";
 /// The same binary as the linker wrote it (`--lockfile-bin` itself): the
 /// row above runs a copy, as an install writes one.
 pub(crate) const OURS_AS_LINKED: &str = "… the linker's own file";
+/// The installed copy through a symlink named `flock`, as the drop-in is
+/// installed: `flock -n FILE true` in its flock(1) personality.
+pub(crate) const OURS_AS_FLOCK: &str = "lockfile as flock: flock -n FILE true";
 pub(crate) const LAUNCHER_RSS: &str = "rss|launcher fork + _exit";
 
 /// A command line to time.
@@ -47,7 +50,7 @@ pub(crate) fn which(name: &str) -> Option<PathBuf> {
 pub(crate) fn programs(
     dir: &Path,
     lockfile_bin: &Path,
-) -> Result<(Program, std::result::Result<Program, String>, [Program; 2])> {
+) -> Result<(Program, std::result::Result<Program, String>, [Program; 3])> {
     let true_bin = which("true").context("`true` is not on PATH")?;
     let truth = Program {
         name: TRUE,
@@ -70,6 +73,11 @@ pub(crate) fn programs(
             installed.display()
         )
     })?;
+    let as_flock = dir.join("flock");
+    if !as_flock.exists() {
+        std::os::unix::fs::symlink(&installed, &as_flock)
+            .with_context(|| format!("cannot make the symlink {}", as_flock.display()))?;
+    }
     let ours = |name, program: &Path| Program {
         name,
         program: program.to_path_buf(),
@@ -80,10 +88,19 @@ pub(crate) fn programs(
             "true".into(),
         ],
     };
+    let ours_as_flock = Program {
+        name: OURS_AS_FLOCK,
+        program: as_flock,
+        args: vec!["-n".into(), dir.join("flock2.lock").into(), "true".into()],
+    };
     Ok((
         truth,
         flock,
-        [ours(OURS, &installed), ours(OURS_AS_LINKED, lockfile_bin)],
+        [
+            ours(OURS, &installed),
+            ours(OURS_AS_LINKED, lockfile_bin),
+            ours_as_flock,
+        ],
     ))
 }
 

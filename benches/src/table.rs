@@ -400,6 +400,7 @@ impl Report {
             process::FLOCK,
             process::OURS,
             process::OURS_AS_LINKED,
+            process::OURS_AS_FLOCK,
         ] {
             if !r.has(name) {
                 let why = flock_missing.clone().unwrap_or_default();
@@ -426,7 +427,7 @@ impl Report {
             ));
         }
         self.line(
-            "\nThe `lockfile` measured is a copy of `--lockfile-bin`, written as an install writes it; the last row runs the linker's own file, whose page cache is built in smaller pieces (see BENCHMARKS.md).",
+            "\nThe `lockfile` measured is a copy of `--lockfile-bin`, written as an install writes it; \"the linker's own file\" runs `--lockfile-bin` itself, whose page cache is built in smaller pieces (see BENCHMARKS.md); \"lockfile as flock\" runs the copy through a symlink named `flock`, as the drop-in is installed.",
         );
         self.line(&format!(
             "\nThe launcher that forks and execs each command has a floor of {:.0} KiB (fork + _exit): no RSS figure can be lower.\n",

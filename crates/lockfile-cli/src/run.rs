@@ -149,7 +149,7 @@ pub(crate) fn run<P: Ping>(args: RunArgs) -> i32 {
     // it exits when stdout is not a terminal (and an exec drops them): the
     // personality does the same, so that its output is flock(1)'s.
     use std::io::IsTerminal as _;
-    let held_back = args.flock_compat && !std::io::stdout().is_terminal();
+    let held_back = verbose.is_some() && args.flock_compat && !std::io::stdout().is_terminal();
     let print = |lines: &str| {
         use std::io::Write as _;
         let _ = std::io::stdout().write_all(lines.as_bytes());

@@ -37,8 +37,9 @@ pub(crate) fn forget_handover() {
 /// Execs `lockfile-full` with `argv`: the one beside this binary's file
 /// (`/proc/self/exe`, so that a symlink named `flock` finds it too), or else
 /// the first one on PATH (for a hard link or a copy of `lockfile` alone).
-/// Returns only when neither could be executed, with EX_UNAVAILABLE after
-/// saying why.
+/// Returns only when neither could be executed, or when this binary was
+/// itself handed the command line as `lockfile-full`, with EX_UNAVAILABLE
+/// after saying why.
 pub(crate) fn hand_over(argv: &[OsString]) -> i32 {
     let Some(args) = argv
         .iter()

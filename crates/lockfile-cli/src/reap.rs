@@ -2,7 +2,7 @@
 
 use lockfile::{ReapEntry, ReapOptions};
 
-use crate::args::ReapArgs;
+use crate::cli::ReapArgs;
 
 /// Exits 0 when every directory was reaped (files kept for a reason are not
 /// failures), 1 when a directory could not be listed.

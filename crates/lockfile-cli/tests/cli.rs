@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use common::{
-    Background, BoundedOutput, Dir, FORWARDED, LOOP, code, in_a_standard_state, inspect_json,
-    lockfile, require_root, run_output, s, signal, start, stderr, wait_until, wait_within_patience,
-    with_signals,
+    Background, BoundedOutput, Dir, FORWARDED, LOOP, code, copy_executable, in_a_standard_state,
+    inspect_json, lockfile, require_root, run_output, s, signal, start, stderr, wait_until,
+    wait_within_patience, with_signals,
 };
 
 /// Waits until another `lockfile run -n` would get the lock.
@@ -631,67 +631,118 @@ fn a_terminal_hangup_reaches_the_command() {
     });
 }
 
-/// `lockfile` runs a plain run by itself, and hands every other command line
-/// to `lockfile-full`: the one beside it, or else the one on PATH, or it
-/// says which is missing.
+/// One binary does everything: a copy of it alone in a directory, with
+/// nothing of ours on PATH, answers every command line, and keeps the
+/// `flock` personality through a symlink.
 #[test]
-fn lockfile_runs_a_plain_run_itself_and_hands_the_rest_to_lockfile_full() {
+fn a_copy_of_the_binary_alone_answers_every_command_line() {
     let dir = Dir::new();
     let lock = dir.path("job.lock");
     let bin = dir.path("bin");
     std::fs::create_dir(&bin).unwrap();
     let alone = bin.join("lockfile");
-    std::fs::copy(env!("CARGO_BIN_EXE_lockfile"), &alone).unwrap();
+    copy_executable(Path::new(env!("CARGO_BIN_EXE_lockfile")), &alone);
+    std::os::unix::fs::symlink("lockfile", bin.join("flock")).unwrap();
     let system = "/usr/bin:/bin";
-    let run = |args: &[&str], path: &str| {
-        in_a_standard_state(Command::new(&alone))
+    let run = |program: &Path, args: &[&str]| {
+        in_a_standard_state(Command::new(program))
             .args(args)
-            .env("PATH", path)
-            .output()
-            .unwrap()
+            .env("PATH", system)
+            .bounded_output()
+    };
+    let ok = |args: &[&str]| {
+        let out = run(&alone, args);
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        out
     };
 
-    let out = run(&["run", "-n", "--job", "alone", s(&lock), "true"], system);
-    assert_eq!(
-        code(&out),
-        0,
-        "a plain run needs nothing else: {}",
-        stderr(&out)
-    );
-
-    let out = run(&["inspect", s(&lock)], system);
-    assert_eq!(code(&out), 69, "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(err.contains(s(&bin.join("lockfile-full"))), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    let out = run(&["run", "--log-format", "json", s(&lock), "true"], system);
-    assert_eq!(code(&out), 69, "{}", stderr(&out));
-
-    let full = Path::new(env!("CARGO_BIN_EXE_lockfile-full"));
-    let path = format!("{}:{system}", full.parent().unwrap().display());
-    let out = run(&["inspect", "--json", s(&lock)], &path);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let help = ok(&["--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("inspect"));
+    let version = ok(&["--version"]);
+    assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
+    ok(&["run", "-n", "--job", "alone", s(&lock), "true"]);
+    // A run whose COMMAND beats, as a --watchdog COMMAND does.
+    ok(&["run", "--job", "alone", "--watchdog", "10", s(&lock), "--", s(&alone), "beat"]);
+    let out = ok(&["inspect", "--json", s(&lock)]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report[0]["owner"]["job"], "alone", "{report}");
-
-    // What the full command runs does not see that it was handed over.
-    let out = run(&["run", "--log-format", "text", s(&lock), "env"], &path);
+    ok(&["check", "--expect-every", "1h", s(&lock)]);
+    ok(&["reap", s(dir.tmp.path())]);
+    // A ping that cannot be delivered (nothing listens on port 1) changes
+    // nothing but a line on stderr: the HTTP client is in the binary.
+    let out = ok(&[
+        "run",
+        "--ping",
+        "http://127.0.0.1:1/ping/x",
+        s(&lock),
+        "true",
+    ]);
+    assert!(stderr(&out).contains("ping"), "{}", stderr(&out));
+    let out = run(&bin.join("flock"), &["-n", s(&lock), "true"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let env = String::from_utf8_lossy(&out.stdout);
-    assert!(env.contains("LOCKFILE_TOKEN="), "{env}");
-    assert!(!env.contains("HANDED_OVER"), "{env}");
+}
 
-    // A copy of `lockfile` under the full command's name is an error, not
-    // an exec loop.
-    std::fs::copy(&alone, bin.join("lockfile-full")).unwrap();
-    let out = in_a_standard_state(Command::new(&alone))
-        .args(["inspect", s(&lock)])
-        .env("PATH", system)
-        .bounded_output();
-    assert_eq!(code(&out), 69, "{}", stderr(&out));
+/// The binary loads on the LTS distributions of today: it needs no symbol
+/// version above glibc 2.34 (Ubuntu 22.04 has 2.35, RHEL 9 2.34), and no
+/// packed relative relocations (`GLIBC_ABI_DT_RELR`, glibc 2.36).
+///
+/// The floor is 2.34 because std itself links against symbols of that
+/// version on current toolchains (in glibc 2.34 libpthread and libdl moved
+/// into libc, and their symbols got new versions). Raise it only with a
+/// reason written here.
+///
+/// The versions a binary needs depend on the glibc it is linked against, so
+/// this holds only on a build host whose glibc is at most 2.36 (Debian 12,
+/// the CI's). Elsewhere it says that it is skipped, and why.
+#[test]
+fn the_binary_needs_no_glibc_above_2_34() {
+    let host = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned());
+    let Some(host) = host.as_deref().and_then(|v| v.strip_prefix("glibc ")) else {
+        eprintln!("skipped: the build host has no glibc (getconf GNU_LIBC_VERSION)");
+        return;
+    };
+    let host = parse_version(host).expect("glibc's version");
+    if host > (2, 36) {
+        eprintln!(
+            "skipped: the build host's glibc {host:?} is newer than 2.36: a binary linked against it may need newer versions"
+        );
+        return;
+    }
+    let out = Command::new("readelf")
+        .args(["--version-info", "--wide", env!("CARGO_BIN_EXE_lockfile")])
+        .output()
+        .expect("this test needs readelf (Debian: binutils)");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stderr(&out).contains("not the full command"),
-        "{}",
-        stderr(&out)
+        !text.contains("GLIBC_ABI_DT_RELR"),
+        "the binary needs packed relative relocations (glibc 2.36)"
     );
+    let needed: Vec<(u32, u32)> = text
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix("GLIBC_"))
+        .filter_map(parse_version)
+        .collect();
+    assert!(
+        !needed.is_empty(),
+        "no glibc symbol versions found:\n{text}"
+    );
+    let highest = needed.into_iter().max().unwrap();
+    assert!(
+        highest <= (2, 34),
+        "the binary needs GLIBC_{}.{}",
+        highest.0,
+        highest.1
+    );
+}
+
+/// `2.34` (or `2.3.4`) as (2, 34).
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let mut parts = text.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }

@@ -7,7 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::SystemTime;
 
-use common::{Dir, code, inspect_json, require_root, run_output, s, stderr};
+use common::{
+    Dir, code, copy_executable, inspect_json, require_root, run_output, s, stderr, write_executable,
+};
 
 /// Everything a lock must leave alone in a file that is not ours: bytes,
 /// size and modification time.
@@ -27,18 +29,16 @@ fn the_script_that_locks_itself_runs_under_its_own_lock_and_stays_byte_identical
     let log = dir.path("log");
     let lockfile = env!("CARGO_BIN_EXE_lockfile");
     // flock(1)'s manual: the script re-executes itself under its own lock.
-    std::fs::write(
+    write_executable(
         &script,
-        format!(
+        &format!(
             "#!/bin/sh\n\
              [ \"${{FLOCKER}}\" != \"$0\" ] && exec env FLOCKER=\"$0\" {lockfile} run -n \"$0\" \"$0\" \"$@\" || :\n\
              echo \"locked run $*\" >> {log}\n\
              {lockfile} run -n \"$0\" true || echo \"excluded $?\" >> {log}\n",
             log = s(&log)
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let before = fingerprint(&script);
 
     let out = std::process::Command::new(&script)
@@ -111,9 +111,7 @@ fn a_file_read_only_to_the_caller_is_locked_read_only_and_left_unchanged() {
     // not be able to reach the build's directory (a checkout in a private
     // temporary directory): it runs a link or copy in the test's own.
     let exe = dir.path("lockfile");
-    std::fs::hard_link(env!("CARGO_BIN_EXE_lockfile"), &exe)
-        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_lockfile"), &exe).map(drop))
-        .unwrap();
+    copy_executable(Path::new(env!("CARGO_BIN_EXE_lockfile")), &exe);
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&exe)

@@ -1007,15 +1007,35 @@ mod pings {
     enum Answer {
         Ok,
         Error500,
+        /// 413 to a request with a body, 200 to one without.
+        RefuseBodies,
         Never,
     }
+
+    /// What the server does with a body, as the healthchecks server's
+    /// `ping()` view does: it keeps the head, up to its limit, which it
+    /// announces in a `Ping-Body-Limit` header; with keyword filtering on,
+    /// it decodes what it kept as UTF-8, and fails (500) when it cannot;
+    /// and its framework refuses (400) a body over 2.5 MiB.
+    #[derive(Clone, Copy, Debug)]
+    struct Behaviour {
+        answer: Answer,
+        limit: usize,
+        filter: bool,
+    }
+
+    /// The server framework's upload limit (Django's default).
+    const UPLOAD_LIMIT: usize = 2_621_440;
 
     /// One request the server received.
     #[derive(Clone, Debug)]
     struct Request {
         method: String,
         target: String,
+        /// What the server kept: the head of what was sent.
         body: String,
+        /// The length of what was sent.
+        sent: usize,
     }
 
     /// An HTTP server on loopback that records every request.
@@ -1027,6 +1047,14 @@ mod pings {
 
     impl Server {
         fn start(answer: Answer) -> Server {
+            Server::behaving(Behaviour {
+                answer,
+                limit: 10_000,
+                filter: false,
+            })
+        }
+
+        fn behaving(behaviour: Behaviour) -> Server {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let port = listener.local_addr().unwrap().port();
             let requests = Arc::new(Mutex::new(Vec::new()));
@@ -1040,7 +1068,7 @@ mod pings {
                         }
                         let Ok(stream) = stream else { continue };
                         let (requests, stop) = (Arc::clone(&requests), Arc::clone(&stop));
-                        std::thread::spawn(move || serve(stream, answer, &requests, &stop));
+                        std::thread::spawn(move || serve(stream, behaviour, &requests, &stop));
                     }
                 });
             }
@@ -1075,7 +1103,12 @@ mod pings {
         }
     }
 
-    fn serve(stream: TcpStream, answer: Answer, requests: &Mutex<Vec<Request>>, stop: &AtomicBool) {
+    fn serve(
+        stream: TcpStream,
+        behaviour: Behaviour,
+        requests: &Mutex<Vec<Request>>,
+        stop: &AtomicBool,
+    ) {
         let mut reader = BufReader::new(stream);
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -1100,33 +1133,43 @@ mod pings {
         }
         let mut body = vec![0; length];
         let _ = reader.read_exact(&mut body);
+        let kept = &body[..body.len().min(behaviour.limit)];
         requests.lock().unwrap().push(Request {
             method,
             target,
-            body: String::from_utf8_lossy(&body).into_owned(),
+            body: String::from_utf8_lossy(kept).into_owned(),
+            sent: body.len(),
         });
         let mut stream = reader.into_inner();
-        match answer {
-            Answer::Ok => {
-                let _ = stream.write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nOK",
-                );
-            }
-            Answer::Error500 => {
-                let _ = stream.write_all(
-                    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-            }
-            Answer::Never => {
-                // Holds the connection, answering nothing, for a minute at most.
-                for _ in 0..1200 {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
+        let answer = |status: &str| {
+            format!(
+                "HTTP/1.1 {status}\r\nPing-Body-Limit: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                behaviour.limit
+            )
+        };
+        let status = if body.len() > UPLOAD_LIMIT {
+            "400 Bad Request"
+        } else if behaviour.filter && std::str::from_utf8(kept).is_err() {
+            "500 Internal Server Error"
+        } else {
+            match behaviour.answer {
+                Answer::Ok => "200 OK",
+                Answer::Error500 => "500 Internal Server Error",
+                Answer::RefuseBodies if !body.is_empty() => "413 Payload Too Large",
+                Answer::RefuseBodies => "200 OK",
+                Answer::Never => {
+                    // Holds the connection, answering nothing, for a minute at most.
+                    for _ in 0..1200 {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    return;
                 }
             }
-        }
+        };
+        let _ = stream.write_all(answer(status).as_bytes());
     }
 
     /// `lockfile ARGS` with no proxy from the environment: pings go to loopback.
@@ -1267,13 +1310,14 @@ mod pings {
         let err = stderr(&out);
         assert_eq!(err.lines().count(), 1, "reported once: {err}");
         assert!(err.contains("500"), "{err}");
-        // Three attempts of each ping.
-        let requests = server.wait_for(6);
+        // Three attempts of each ping; the start's first one carried a
+        // body, which went once more bare.
+        let requests = server.wait_for(7);
         let start = format!("/ping/abc/start?rid={token}");
         let success = format!("/ping/abc?rid={token}");
         assert_eq!(
             targets(&requests).iter().filter(|t| **t == start).count(),
-            3
+            4
         );
         assert_eq!(
             targets(&requests).iter().filter(|t| **t == success).count(),
@@ -1320,8 +1364,18 @@ mod pings {
             requests[1].target.starts_with("/ping/abc/2?rid="),
             "{requests:?}"
         );
-        assert_eq!(requests[1].body, whole[whole.len() - 20..]);
-        assert_eq!(requests[0].body, "", "the start carries no log");
+        // The tail first, our line last.
+        let (tail, ours) = requests[1].body.split_at(20);
+        assert_eq!(tail, &whole[whole.len() - 20..]);
+        assert!(
+            ours.ends_with("(outcome failed, exit status 2)\n"),
+            "{ours:?}"
+        );
+        // The start names host, pid and job, never the command line.
+        let start = &requests[0].body;
+        assert!(start.contains("job \"sh\""), "{start:?}");
+        assert!(start.contains("pid "), "{start:?}");
+        assert!(!start.contains("first line"), "{start:?}");
 
         // Apart, each stream reaches its own file.
         let args = [
@@ -1342,6 +1396,173 @@ mod pings {
         for part in ["first line\n", "to stderr\n", "the very end"] {
             assert!(requests[3].body.contains(part), "{:?}", requests[3].body);
         }
+    }
+
+    /// 20 KB of output, the last lines numbered, for `--ping-log-bytes`.
+    const TWENTY_KB: &str =
+        "i=0; while [ $i -lt 2000 ]; do printf 'line %05d\n' $i; i=$((i+1)); done";
+
+    #[test]
+    fn the_server_keeps_the_end_of_the_job_within_its_limit() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        // Succeeded: the server's limit (10,000 bytes, from the start
+        // ping's answer) caps what is sent, and what it keeps ends with
+        // the job's last line.
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "20000",
+            s(&lock),
+            "-c",
+            TWENTY_KB,
+        ];
+        let out = no_proxy(&args).bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(out.stdout.len(), 22_000, "all output reaches our stdout");
+        let requests = server.wait_for(2);
+        let done = &requests[1];
+        assert!(done.sent <= 10_000, "sent {} bytes", done.sent);
+        assert!(
+            done.body.ends_with("line 01999\n"),
+            "{:?}",
+            &done.body[done.body.len() - 40..]
+        );
+        eprintln!(
+            "of 22,000 bytes of output, the server kept {} bytes, ending with the last line",
+            done.body.len()
+        );
+
+        // Timed out: the run exits 124, pings /124, and what the server
+        // keeps ends with the wrapper's line about it (after the job's last
+        // output and the wrapper's own stop message).
+        let script = format!("{TWENTY_KB}; sleep 30");
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "20000",
+            "--max-runtime",
+            "1",
+            "--kill-after",
+            "1",
+            s(&lock),
+            "-c",
+            &script,
+        ];
+        let out = no_proxy(&args).bounded_output();
+        assert_eq!(code(&out), 124, "{}", stderr(&out));
+        let requests = server.wait_for(4);
+        let done = &requests[3];
+        assert!(
+            done.target.starts_with("/ping/abc/124?rid="),
+            "{}",
+            done.target
+        );
+        assert!(done.sent <= 10_000, "sent {} bytes", done.sent);
+        assert!(
+            done.body
+                .ends_with("(outcome timed_out, exit status 124)\n"),
+            "{:?}",
+            &done.body[done.body.len() - 200..]
+        );
+        assert!(done.body.contains("line 01999\n"), "the job's end is kept");
+        assert!(
+            done.body.contains("maximum runtime"),
+            "the wrapper's line is kept"
+        );
+        eprintln!(
+            "with a time-out, the server kept {} bytes: the job's last line, the wrapper's stop line and the final line",
+            done.body.len()
+        );
+    }
+
+    #[test]
+    fn a_body_is_valid_utf8_for_a_server_that_filters_on_keywords() {
+        let server = Server::behaving(Behaviour {
+            answer: Answer::Ok,
+            limit: 1_000,
+            filter: true,
+        });
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        // Three-byte characters, a tail that cuts inside one, and a byte
+        // that is no UTF-8 at all.
+        let script =
+            "i=0; while [ $i -lt 700 ]; do printf '€'; i=$((i+1)); done; printf '\\377end\\n'";
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "2000",
+            s(&lock),
+            "-c",
+            script,
+        ];
+        let out = no_proxy(&args).bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stderr(&out), "", "every ping was accepted");
+        let requests = server.wait_for(2);
+        let done = &requests[1];
+        assert_eq!(done.target.split('?').next(), Some("/ping/abc"));
+        assert!(done.sent <= 1_000, "sent {} bytes", done.sent);
+        assert!(done.body.ends_with("€\u{FFFD}end\n"), "{:?}", done.body);
+        assert!(done.body.starts_with('€'), "starts at a character boundary");
+    }
+
+    #[test]
+    fn a_refused_body_goes_once_more_bare_so_that_the_event_is_never_lost() {
+        let server = Server::start(Answer::RefuseBodies);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let args = [
+            "run",
+            "--ping",
+            &url,
+            "--ping-log-bytes",
+            "100",
+            s(&lock),
+            "-c",
+            "echo output; exit 7",
+        ];
+        let out = no_proxy(&args).bounded_output();
+        assert_eq!(code(&out), 7, "{}", stderr(&out));
+        assert_eq!(stderr(&out), "", "no failure to report");
+        let requests = server.wait_for(4);
+        let ends: Vec<&Request> = requests
+            .iter()
+            .filter(|r| r.target.starts_with("/ping/abc/7?"))
+            .collect();
+        assert_eq!(ends.len(), 2, "{requests:?}");
+        assert!(ends[0].sent > 0);
+        assert_eq!(ends[1].sent, 0);
+    }
+
+    #[test]
+    fn ping_log_bytes_over_what_the_server_accepts_is_a_usage_error() {
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let args = [
+            "run",
+            "--ping",
+            "http://127.0.0.1:9/x",
+            "--ping-log-bytes",
+            "2621441",
+            s(&lock),
+            "true",
+        ];
+        let out = run_output(&args);
+        assert_eq!(code(&out), 64, "{}", stderr(&out));
+        assert!(stderr(&out).contains("2.5 MiB"), "{}", stderr(&out));
+        assert!(!lock.exists(), "refused before taking the lock");
     }
 
     #[test]

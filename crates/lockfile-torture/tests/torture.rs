@@ -18,14 +18,7 @@ fn lockfile_bin() -> PathBuf {
     };
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
     let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "lockfile-cli",
-            // `lockfile` hands inspect and reap to `lockfile-full`.
-            "--bins",
-        ])
+        .args(["build", "--quiet", "-p", "lockfile-cli", "--bins"])
         .args(["--profile", profile])
         .arg("--manifest-path")
         .arg(&workspace)

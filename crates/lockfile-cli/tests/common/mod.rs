@@ -401,3 +401,35 @@ pub(crate) fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
     assert_eq!(line, "ready", "the command did not start");
     run
 }
+
+/// Copies the executable `from` to `to` through cp(1). A file that this
+/// test process writes itself would be open for writing in every child
+/// that another test's thread forks meanwhile, until that child execs: to
+/// exec it then fails with ETXTBSY. cp's descriptor lives in cp alone.
+pub(crate) fn copy_executable(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("--")
+        .args([from, to])
+        .status()
+        .expect("run cp");
+    assert!(status.success(), "cp {} {}", from.display(), to.display());
+}
+
+/// Writes `text` to a new executable file at `path`, through sh(1), for
+/// the same reason as [`copy_executable`].
+pub(crate) fn write_executable(path: &Path, text: &str) {
+    use std::io::Write as _;
+    let mut child = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("run sh");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "write {}", path.display());
+}

@@ -7,14 +7,16 @@
 //! Also the descriptor form that both faces share: `lockfile run N` and
 //! `flock N` lock (or with `-u` unlock) descriptor N of the calling shell.
 
-use std::ffi::{OsStr, OsString};
-use std::os::fd::BorrowedFd;
-use std::os::unix::ffi::OsStrExt;
-use std::time::{Duration, Instant};
+mod descriptor;
+mod doc;
 
-use lockfile::LockOptions;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
 
 use crate::exit;
+
+pub(crate) use descriptor::Descriptor;
 
 /// `flock ARGS` (ARGS without the program name). A run goes to `run`, as
 /// the arguments of `lockfile run` that it translates into.
@@ -242,7 +244,7 @@ impl Options {
 
 fn seconds(value: &[u8]) -> Result<Duration, String> {
     let text = String::from_utf8_lossy(value);
-    crate::duration::parse(&text).map_err(|_| format!("invalid timeout value: '{text}'"))
+    crate::cli::duration::parse(&text).map_err(|_| format!("invalid timeout value: '{text}'"))
 }
 
 fn exit_code(value: &[u8]) -> Result<Option<u8>, String> {
@@ -254,82 +256,11 @@ fn exit_code(value: &[u8]) -> Result<Option<u8>, String> {
     }
 }
 
+/// `--help`: printed from the personality's description, the one the man
+/// page is made from.
 fn help() -> i32 {
-    outln!(
-        "Usage:\n flock [options] <file>|<directory> <command> [<argument>...]\n flock [options] <file>|<directory> -c <command>\n flock [options] <file descriptor number>\n\n\
-         Manage file locks from shell scripts (lockfile's flock(1) personality).\n\n\
-         Options:\n -s, --shared             get a shared lock\n -x, --exclusive          get an exclusive lock (default)\n -u, --unlock             remove a lock\n -n, --nonblock           fail rather than wait\n -w, --timeout <secs>     wait for a limited amount of time\n -E, --conflict-exit-code <number>  exit code after conflict or timeout\n -o, --close              close file descriptor before running command\n -c, --command <command>  run a single command string through the shell\n -F, --no-fork            execute command without forking\n     --verbose            increase verbosity\n -h, --help               display this help\n -V, --version            display version"
-    );
+    outln!("{}", doc::command().render_help());
     0
-}
-
-/// Locking (or unlocking) descriptor N of the calling shell, which keeps the
-/// lock after we exit.
-pub(crate) struct Descriptor {
-    pub(crate) fd: i32,
-    pub(crate) shared: bool,
-    pub(crate) unlock: bool,
-    /// `Some(ZERO)` for `-n`.
-    pub(crate) wait: Option<Duration>,
-    pub(crate) conflict: Option<u8>,
-    pub(crate) verbose: bool,
-}
-
-impl Descriptor {
-    /// `name` prefixes the messages: `flock` or `lockfile`.
-    pub(crate) fn run(&self, name: &str) -> i32 {
-        if self.fd < 0 {
-            errln!("{name}: bad file descriptor: '{}'", self.fd);
-            return exit::USAGE;
-        }
-        // SAFETY: the calling shell opened this descriptor for us (or it is
-        // not open, which the kernel reports as EBADF); nothing here closes
-        // it, and it outlives every use below.
-        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
-        let conflict = i32::from(self.conflict.unwrap_or(1));
-        if self.unlock {
-            return match lockfile::unlock_descriptor(fd) {
-                Ok(_) => exit::OK,
-                Err(e) => {
-                    errln!("{name}: {e}");
-                    exit::DATA_ERROR
-                }
-            };
-        }
-        let mut opts = LockOptions::new();
-        opts.shared(self.shared);
-        let started = Instant::now();
-        let locked = match self.wait {
-            Some(Duration::ZERO) => opts.try_acquire_descriptor(fd),
-            Some(wait) => opts.timeout(wait).acquire_descriptor(fd),
-            None => opts.acquire_descriptor(fd),
-        };
-        match locked {
-            Ok(_) => {
-                if self.verbose {
-                    outln!(
-                        "{name}: getting lock took {:.6} seconds",
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                exit::OK
-            }
-            Err(e) if e.is_contended() => {
-                if self.verbose {
-                    let why = match e {
-                        lockfile::Error::Timeout { .. } => "timeout while waiting to get lock",
-                        _ => "failed to get lock",
-                    };
-                    errln!("{name}: {why}");
-                }
-                conflict
-            }
-            Err(e) => {
-                errln!("{name}: {e}");
-                exit::DATA_ERROR
-            }
-        }
-    }
 }
 
 /// Whether `lockfile` was invoked as `flock`.

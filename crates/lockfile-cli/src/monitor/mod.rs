@@ -11,57 +11,59 @@
 //! Each hook is cheap when no option asks for it, and none ever changes the
 //! exit status.
 
-use std::path::{Path, PathBuf};
+#[cfg(feature = "ping")]
+pub(crate) mod capture;
+pub(crate) mod exposition;
+pub(crate) mod lock_metrics;
+pub(crate) mod metrics;
+#[cfg(feature = "ping")]
+pub(crate) mod ping;
+
+use std::path::Path;
 use std::time::{Instant, SystemTime};
 
-use clap::Args;
 use lockfile::{Outcome, Unhealthy};
 
-use crate::metrics::MetricsSink;
-use crate::ping::{Ping, Pinger};
+use crate::cli::MonitorArgs;
+use crate::monitor::metrics::MetricsSink;
 
-/// The options of `run` that tell the monitoring system.
-#[derive(Debug, Args)]
-pub(crate) struct MonitorArgs {
-    /// Write the run's metrics for node_exporter's textfile collector to
-    /// DIR/lockfile-JOB.prom (atomically, mode 0644). A skip counts there
-    /// too.
-    #[arg(long, value_name = "DIR", env = "LOCKFILE_METRICS_DIR")]
-    pub(crate) metrics_dir: Option<PathBuf>,
+/// A build without the `ping` feature has no HTTP client: `--ping` is a
+/// usage error there, and no pinger is ever made.
+#[cfg(not(feature = "ping"))]
+#[derive(Debug)]
+enum Pinger {}
 
-    /// Ping a dead man's switch in the healthchecks.io protocol: URL/start
-    /// when COMMAND starts, URL on success, URL/STATUS on failure, URL/fail
-    /// when it was stopped, URL/log on a skip (URL/fail behind an unhealthy
-    /// holder). Best effort: never changes the exit status.
-    #[arg(long, value_name = "URL")]
-    pub(crate) ping: Option<String>,
+#[cfg(not(feature = "ping"))]
+impl Pinger {
+    fn started(&mut self, _rid: &str, _job: &str) {
+        match *self {}
+    }
 
-    /// With --ping: send the last N bytes of COMMAND's output with the final
-    /// ping (default 0: none). COMMAND's stdout and stderr then pass through
-    /// pipes, so COMMAND no longer sees a terminal.
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "ping")]
-    pub(crate) ping_log_bytes: usize,
+    fn finished(&mut self, _outcome: Outcome, _exit_code: i32) {
+        match *self {}
+    }
 
-    /// Print nothing on a skip behind a healthy holder, as flock(1). A
-    /// holder whose heartbeat is silent, that overran its own maximum
-    /// runtime, or whose recorded owner is dead is still reported.
-    #[arg(short = 'q', long)]
-    pub(crate) quiet: bool,
+    fn skipped(&mut self, _line: &str, _unhealthy: Option<&Unhealthy>) {
+        match *self {}
+    }
 }
 
-/// What one `lockfile run` tells the monitoring system, its pings through
-/// `P`.
+#[cfg(feature = "ping")]
+use crate::monitor::ping::Pinger;
+
+/// What one `lockfile run` tells the monitoring system.
 #[derive(Debug)]
-pub(crate) struct Monitor<P = Pinger> {
+pub(crate) struct Monitor {
     metrics: Option<MetricsSink>,
-    ping: Option<P>,
+    ping: Option<Pinger>,
+    job: String,
     quiet: bool,
     /// When COMMAND started: set by `started`, taken by `finished`, so
     /// that a run is finished once.
     run: Option<Instant>,
 }
 
-impl<P: Ping> Monitor<P> {
+impl Monitor {
     /// The monitor of a run of `job` on `lock` (a lock file's path, or a
     /// lease's name).
     ///
@@ -69,14 +71,30 @@ impl<P: Ping> Monitor<P> {
     ///
     /// A message for a usage error: a URL that is not one, or `--ping` in a
     /// build without the `ping` feature.
-    pub(crate) fn new(args: &MonitorArgs, job: &str, lock: &str) -> Result<Monitor<P>, String> {
-        let ping = P::from_args(args)?;
+    pub(crate) fn new(args: &MonitorArgs, job: &str, lock: &str) -> Result<Monitor, String> {
+        #[cfg(feature = "ping")]
+        let ping = args
+            .ping
+            .as_deref()
+            .map(|url| Pinger::new(url, args.ping_log_bytes))
+            .transpose()?;
+        #[cfg(not(feature = "ping"))]
+        let ping: Option<Pinger> = match args.ping {
+            None => None,
+            Some(_) => {
+                return Err(
+                    "--ping needs a build with the `ping` feature (cargo install --features ping)"
+                        .to_owned(),
+                );
+            }
+        };
         Ok(Monitor {
             metrics: args
                 .metrics_dir
                 .as_deref()
                 .map(|dir| MetricsSink::new(dir, job, lock)),
             ping,
+            job: job.to_owned(),
             quiet: args.quiet,
             run: None,
         })
@@ -115,7 +133,7 @@ impl<P: Ping> Monitor<P> {
             metrics.started(now);
         }
         if let Some(ping) = &mut self.ping {
-            ping.started(&token.to_string());
+            ping.started(&token.to_string(), &self.job);
         }
     }
 

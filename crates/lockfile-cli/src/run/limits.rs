@@ -8,8 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::LockGuard;
 
-use crate::args::RunArgs;
-use crate::supervise::{self, StopSequence};
+use crate::cli::RunArgs;
+use crate::run::supervise::{self, StopSequence};
 
 /// Which limit stopped a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,8 +7,6 @@ use std::time::Instant;
 
 use rustix::process::{Pid, Signal};
 
-use crate::spawn::ChildSetup;
-
 /// The signals forwarded to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -16,7 +14,7 @@ pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHU
 /// rest of its life: the mask is never restored, so that a signal arriving
 /// while the lock is released after COMMAND ended cannot kill us halfway (it
 /// stays pending until we exit). A spawned child inherits the mask unless
-/// it is started as [`BlockedSignals::child_setup`] says.
+/// it is prepared with [`BlockedSignals::prepare_child`].
 ///
 /// A forwarded signal that was ignored when we started (`nohup`, or a
 /// background job of a non-interactive shell, which ignores SIGINT) is left
@@ -62,14 +60,43 @@ impl BlockedSignals {
         }
     }
 
-    /// How a child starts COMMAND: with the signal mask (and SIGCHLD
+    /// Makes `cmd`'s child start COMMAND with the signal mask (and SIGCHLD
     /// disposition) we had before blocking, or COMMAND would ignore SIGTERM
-    /// and friends. No parent-death signal.
-    pub(crate) fn child_setup(&self) -> ChildSetup {
-        ChildSetup {
-            mask: self.old,
-            sigchld_ignored: self.sigchld_ignored,
-            die_with: None,
+    /// and friends; with `die_with_parent`, SIGKILLed by the kernel when
+    /// this process dies, for any reason (under a lease, nobody renews it
+    /// any more, so the work must stop).
+    ///
+    /// std's child inherits our mask (std resets only SIGPIPE), and std has
+    /// no setting for a mask or a parent-death signal: a `pre_exec` step
+    /// sets them. So std forks rather than using posix_spawn. The forked
+    /// child has its own copy of our memory, shares nothing with our other
+    /// threads, and calls only async-signal-safe functions; every
+    /// disposition it could meet before the exec is a default or SIG_IGN,
+    /// never a handler of ours.
+    pub(crate) fn prepare_child(&self, cmd: &mut std::process::Command, die_with_parent: bool) {
+        use std::os::unix::process::CommandExt;
+        let (old, sigchld_ignored) = (self.old, self.sigchld_ignored);
+        let parent = rustix::process::getpid();
+        // SAFETY: the closure runs in the forked child before exec, and
+        // calls only signal, pthread_sigmask, prctl and getppid, which are
+        // async-signal-safe; `old` is a copy.
+        unsafe {
+            cmd.pre_exec(move || {
+                if sigchld_ignored && libc::signal(libc::SIGCHLD, libc::SIG_IGN) == libc::SIG_ERR {
+                    return Err(io::Error::last_os_error());
+                }
+                if die_with_parent {
+                    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                    // The parent may have died before the setting took.
+                    if rustix::process::getppid() != Some(parent) {
+                        return Err(io::Error::other("the parent died while spawning"));
+                    }
+                }
+                match libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) {
+                    0 => Ok(()),
+                    rc => Err(io::Error::from_raw_os_error(rc)),
+                }
+            });
         }
     }
 
@@ -178,4 +205,68 @@ impl ToForward {
 fn is_session_leader() -> bool {
     // SAFETY: getsid(0) and getpid() take and return plain integers.
     unsafe { libc::getsid(0) == libc::getpid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    /// A signal's bit in /proc/PID/status's hexadecimal masks.
+    fn bit(sig: i32) -> u64 {
+        1 << (sig - 1)
+    }
+
+    /// The SigBlk and SigIgn masks of a /proc/PID/status.
+    fn signal_masks(status: &str) -> (u64, u64) {
+        let mask = |field: &str| {
+            let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+            u64::from_str_radix(line[field.len()..].trim(), 16).unwrap()
+        };
+        (mask("SigBlk:"), mask("SigIgn:"))
+    }
+
+    /// On a thread of its own (masks are per thread): blocks `before`, then
+    /// blocks as a wrapper does, starts `sleep` as COMMAND, and returns its
+    /// blocked and ignored signals, read once it runs (not through a shell:
+    /// dash clears its signal mask when it starts).
+    fn masks_of_command(before: Option<i32>, die_with_parent: bool) -> (u64, u64) {
+        std::thread::spawn(move || {
+            if let Some(sig) = before {
+                // SAFETY: the set is initialised by sigemptyset before use.
+                unsafe {
+                    let mut set: libc::sigset_t = std::mem::zeroed();
+                    libc::sigemptyset(&mut set);
+                    libc::sigaddset(&mut set, sig);
+                    libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                }
+            }
+            let signals = BlockedSignals::block().unwrap();
+            let args: [OsString; 1] = ["30".into()];
+            let pid =
+                crate::run::command::spawn(&signals, &"sleep".into(), &args, &[], die_with_parent)
+                    .unwrap();
+            // std's spawn returns once the exec succeeded.
+            let status = std::fs::read_to_string(format!("/proc/{}/status", pid.as_raw_nonzero()));
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+            rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()).unwrap();
+            signal_masks(&status.unwrap())
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn command_gets_exactly_the_mask_we_had_and_sigpipe_at_its_default() {
+        // What this process ignores stays ignored, but SIGPIPE (which std's
+        // main ignores) is at its default, as std's children have it.
+        let (_, ours) = signal_masks(&std::fs::read_to_string("/proc/self/status").unwrap());
+        let ignored = ours & !bit(libc::SIGPIPE);
+        assert_eq!(masks_of_command(None, false), (0, ignored));
+        assert_eq!(
+            masks_of_command(Some(libc::SIGUSR1), false),
+            (bit(libc::SIGUSR1), ignored)
+        );
+        assert_eq!(masks_of_command(None, true), (0, ignored));
+    }
 }

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::Outcome;
 
-use crate::prometheus::{self, Exposition, Family, Kind, Sample};
+use crate::monitor::exposition::{self, Exposition, Family, Kind, Sample};
 
 /// Every outcome, in the order the file lists them. Each is exported from
 /// the first write on, at 0 until it happens, so that `rate()` and
@@ -50,27 +50,27 @@ pub(crate) const OUTCOMES: [Outcome; 6] = [
     Outcome::LeaseLost,
 ];
 
-const RUNNING: Family = gauge(
+const RUNNING: Family = Family::gauge(
     "lockfile_run_running",
     "1 while COMMAND runs under the lock, 0 after it ended.",
 );
-const LAST_START: Family = gauge(
+const LAST_START: Family = Family::gauge(
     "lockfile_run_last_start_timestamp_seconds",
     "When the last run started (0: never).",
 );
-const LAST_SUCCESS: Family = gauge(
+const LAST_SUCCESS: Family = Family::gauge(
     "lockfile_run_last_success_timestamp_seconds",
     "When the last successful run ended (0: never).",
 );
-const LAST_EXIT_CODE: Family = gauge(
+const LAST_EXIT_CODE: Family = Family::gauge(
     "lockfile_run_last_exit_code",
     "The exit status of the last finished run: 128+N for signal N, 124 for a run stopped by a limit.",
 );
-const LAST_DURATION: Family = gauge(
+const LAST_DURATION: Family = Family::gauge(
     "lockfile_run_last_duration_seconds",
     "How long the last finished run took.",
 );
-const CONSECUTIVE_FAILURES: Family = gauge(
+const CONSECUTIVE_FAILURES: Family = Family::gauge(
     "lockfile_run_consecutive_failures",
     "How many finished runs in a row have failed (0 after a success).",
 );
@@ -79,7 +79,7 @@ const SKIPS: Family = Family {
     help: "Runs that did not start because the lock was held.",
     kind: Kind::Counter,
 };
-const LAST_SKIP: Family = gauge(
+const LAST_SKIP: Family = Family::gauge(
     "lockfile_run_last_skip_timestamp_seconds",
     "When a run was last skipped because the lock was held (0: never).",
 );
@@ -88,14 +88,6 @@ const OUTCOMES_TOTAL: Family = Family {
     help: "Finished runs, by how they ended.",
     kind: Kind::Counter,
 };
-
-const fn gauge(name: &'static str, help: &'static str) -> Family {
-    Family {
-        name,
-        help,
-        kind: Kind::Gauge,
-    }
-}
 
 /// The longest a writer waits for the side lock. Writers hold it for one
 /// read and one write of a small file; one stopped in between (SIGSTOP)
@@ -151,7 +143,7 @@ impl MetricsSink {
     pub(crate) fn started(&mut self, at: SystemTime) {
         self.update(|f| {
             f.running = true;
-            f.last_start = prometheus::timestamp(at);
+            f.last_start = exposition::timestamp(at);
         });
     }
 
@@ -177,7 +169,7 @@ impl MetricsSink {
                 f.consecutive_failures = 0.0;
             }
             if let Some(t) = success_at {
-                f.last_success = prometheus::timestamp(t);
+                f.last_success = exposition::timestamp(t);
             }
         });
     }
@@ -187,7 +179,7 @@ impl MetricsSink {
     pub(crate) fn skipped(&mut self, at: SystemTime) {
         self.update(|f| {
             f.skips += 1.0;
-            f.last_skip = prometheus::timestamp(at);
+            f.last_skip = exposition::timestamp(at);
         });
     }
 
@@ -214,7 +206,7 @@ impl MetricsSink {
                 ));
             }
         };
-        let mut all = read_figures(&prometheus::parse(&previous));
+        let mut all = read_figures(&exposition::parse(&previous));
         let key = (self.job.clone(), self.lock.clone());
         let mine = match all.iter().position(|(k, _)| *k == key) {
             Some(i) => &mut all[i].1,
@@ -405,7 +397,7 @@ mod tests {
             (("sh".to_owned(), "/c.lock".to_owned()), Figures::default()),
         ];
         let text = render(&all);
-        assert_eq!(read_figures(&prometheus::parse(&text)), all);
+        assert_eq!(read_figures(&exposition::parse(&text)), all);
         // Each family once, even with two locks in the file.
         assert_eq!(text.matches("# TYPE lockfile_run_running ").count(), 1);
         // A lock that never finished a run has no exit code yet.

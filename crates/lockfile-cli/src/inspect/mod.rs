@@ -5,9 +5,11 @@ use std::time::{Duration, SystemTime};
 
 use lockfile::{InspectOptions, LockReport, Severity, Status};
 
-use crate::args::InspectArgs;
-use crate::format::Format;
-use crate::table::aligned;
+pub(crate) mod table;
+
+use crate::cli::InspectArgs;
+use crate::cli::format::Format;
+use crate::inspect::table::aligned;
 
 impl InspectArgs {
     /// `--format`, where `--json` is short for `--format json`.
@@ -29,7 +31,7 @@ pub(crate) fn inspect(args: InspectArgs) -> i32 {
     let text = match args.format() {
         Format::Table => table(&outcomes),
         Format::Json => json(&outcomes),
-        Format::Prometheus => crate::lock_metrics::render(&outcomes),
+        Format::Prometheus => crate::monitor::lock_metrics::render(&outcomes),
     };
     let status = status(&outcomes);
     let Some(file) = &args.print.output else {

@@ -14,17 +14,23 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::{Error, LockGuard, LockOptions, Outcome, OwnerRecord, RunEnd};
 
-use crate::args::RunArgs;
-use crate::command::{command_line, job_name, spawn};
+pub(crate) mod command;
+#[cfg(feature = "etcd")]
+pub(crate) mod lease;
+pub(crate) mod limits;
+pub(crate) mod signals;
+pub(crate) mod supervise;
+
+use crate::cli::RunArgs;
 use crate::exit;
-use crate::limits::{Limit, Limits};
 use crate::monitor::Monitor;
-use crate::ping::Ping;
-use crate::signals::BlockedSignals;
-use crate::supervise::{self, StopSequence};
+use crate::run::command::{command_line, job_name, spawn};
+use crate::run::limits::{Limit, Limits};
+use crate::run::signals::BlockedSignals;
+use crate::run::supervise::StopSequence;
 
 /// Runs `args`, its pings through `P`; returns the exit status.
-pub(crate) fn run<P: Ping>(args: RunArgs) -> i32 {
+pub(crate) fn run(args: RunArgs) -> i32 {
     // The name flock(1)'s lines and errors start with.
     let name = if args.flock_compat {
         "flock"
@@ -68,7 +74,7 @@ pub(crate) fn run<P: Ping>(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let lock = args.lockfile.to_string_lossy();
-    let mut monitor = match Monitor::<P>::new(&args.monitoring, &job, &lock) {
+    let mut monitor = match Monitor::new(&args.monitoring, &job, &lock) {
         Ok(monitor) => monitor,
         Err(e) => {
             errln!("lockfile: {e}");
@@ -233,12 +239,12 @@ fn exec_in_place(mut guard: LockGuard, program: &OsString, args: &[OsString], na
     }
 }
 
-fn run_locked<P: Ping>(
+fn run_locked(
     mut guard: LockGuard,
     program: &OsString,
     program_args: &[OsString],
     args: &RunArgs,
-    monitor: &mut Monitor<P>,
+    monitor: &mut Monitor,
 ) -> Result<i32, (i32, String)> {
     let os_error = |what: &str, e: io::Error| (exit::OS_ERROR, format!("{what}: {e}"));
     if args.watchdog.is_some()

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::duration;
+pub(crate) mod duration;
+pub(crate) mod format;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -189,7 +190,7 @@ pub(crate) struct RunArgs {
     pub(crate) lockfile: PathBuf,
 
     #[command(flatten)]
-    pub(crate) monitoring: crate::monitor::MonitorArgs,
+    pub(crate) monitoring: MonitorArgs,
 
     /// The command to run, with its arguments.
     #[arg(
@@ -198,6 +199,53 @@ pub(crate) struct RunArgs {
         value_name = "COMMAND"
     )]
     pub(crate) command: Vec<OsString>,
+}
+
+/// The options of `run` that tell the monitoring system.
+#[derive(Debug, Args)]
+pub(crate) struct MonitorArgs {
+    /// Write the run's metrics for node_exporter's textfile collector to
+    /// DIR/lockfile-JOB.prom (atomically, mode 0644). A skip counts there
+    /// too.
+    #[arg(long, value_name = "DIR", env = "LOCKFILE_METRICS_DIR")]
+    pub(crate) metrics_dir: Option<PathBuf>,
+
+    /// Ping a dead man's switch in the healthchecks.io protocol: URL/start
+    /// when COMMAND starts, URL on success, URL/STATUS on failure, URL/fail
+    /// when it was stopped, URL/log on a skip (URL/fail behind an unhealthy
+    /// holder). Best effort: never changes the exit status.
+    #[arg(long, value_name = "URL")]
+    pub(crate) ping: Option<String>,
+
+    /// With --ping: send the last N bytes of COMMAND's output with the final
+    /// ping (default 0: none). COMMAND's stdout and stderr then pass through
+    /// pipes, so COMMAND no longer sees a terminal.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "ping", value_parser = parse_log_bytes)]
+    pub(crate) ping_log_bytes: usize,
+
+    /// Print nothing on a skip behind a healthy holder, as flock(1). A
+    /// holder whose heartbeat is silent, that overran its own maximum
+    /// runtime, or whose recorded owner is dead is still reported.
+    #[arg(short = 'q', long)]
+    pub(crate) quiet: bool,
+}
+
+/// The largest `--ping-log-bytes`: the default upload limit of the
+/// healthchecks server's framework (Django's `DATA_UPLOAD_MAX_MEMORY_SIZE`,
+/// 2.5 MiB), over which it answers 400 whatever its own body limit.
+const MAX_PING_LOG_BYTES: usize = 2_621_440;
+
+/// `--ping-log-bytes N`: at most [`MAX_PING_LOG_BYTES`].
+fn parse_log_bytes(value: &str) -> Result<usize, String> {
+    let n: usize = value
+        .parse()
+        .map_err(|e| format!("`{value}` is not a number of bytes: {e}"))?;
+    if n > MAX_PING_LOG_BYTES {
+        return Err(format!(
+            "`{value}` is over {MAX_PING_LOG_BYTES} bytes (2.5 MiB), the most a healthchecks server accepts in one ping"
+        ));
+    }
+    Ok(n)
 }
 
 #[derive(Debug, Args)]
@@ -244,7 +292,7 @@ pub(crate) struct InspectArgs {
     pub(crate) json: bool,
 
     #[command(flatten)]
-    pub(crate) print: crate::format::FormatArgs,
+    pub(crate) print: crate::cli::format::FormatArgs,
 
     #[command(flatten)]
     pub(crate) thresholds: Thresholds,
@@ -401,6 +449,13 @@ mod tests {
             assert!(text.contains(option), "{text}");
             assert!(text.contains(&format!("`{input}`")), "{text}");
         }
+    }
+
+    #[test]
+    fn ping_log_bytes_are_capped_at_what_the_server_framework_accepts() {
+        assert_eq!(parse_log_bytes("2621440"), Ok(MAX_PING_LOG_BYTES));
+        assert!(parse_log_bytes("2621441").unwrap_err().contains("2.5 MiB"));
+        assert!(parse_log_bytes("-1").is_err());
     }
 
     #[test]

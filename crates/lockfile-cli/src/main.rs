@@ -1,24 +1,17 @@
 //! The `lockfile` command: run a job under a kernel-held lock, inspect, reap,
 //! and alarm on silence. A thin face over the `lockfile` library; see
-//! `lockfile --help`. This library is the code of its two binaries, not an
-//! API: nothing here is stable.
+//! `lockfile --help`.
 //!
-//! - `lockfile-full` is the whole command: every subcommand and option,
-//!   parsed by clap ([`full`]).
-//! - `lockfile` is what users call. A plain `run` (a lock file, COMMAND, and
-//!   options that need neither an HTTP client nor a log subscriber) and the
-//!   `flock` personality's runs are parsed and run in this binary, which
-//!   links nothing else; every other command line is handed, by exec and
-//!   unchanged, to `lockfile-full` ([`front`]).
+//! Where a command line goes, by folder:
 //!
-//! Why two: a plain run is what every cron job pays on every start, and a
-//! process's start-up grows with the size of its binary, whatever code then
-//! runs. The loader relocates all of its data, and each first touch of code
-//! maps the pages around it. The HTTPS stack of `--ping`, the regex engine
-//! of `--log-format`'s filter and clap's model of the whole command line
-//! made a plain run cost 1.3–1.6× flock(1)'s time (see BENCHMARKS.md). Both
-//! binaries run the same code for a run: the plain parser's results are held
-//! to clap's by a property test.
+//! - `cli/`: the command line (one clap definition), durations, output
+//!   formats;
+//! - `run/`: `lockfile run`: COMMAND, its supervision and signals, the
+//!   limits, and the lease across hosts;
+//! - `monitor/`: what a run tells the monitoring system: metrics files,
+//!   pings, and the exposition format they share with `inspect`;
+//! - `flock/`: the `flock` personality, util-linux flock(1)'s command line;
+//! - `inspect/`, `check.rs`, `reap.rs`, `beat.rs`: the other subcommands.
 
 /// `eprintln!`, except that a closed stderr is no reason to panic: a panic
 /// would unwind through a held lock's guard.
@@ -38,35 +31,16 @@ macro_rules! outln {
     }};
 }
 
-mod args;
 mod atomic;
 mod beat;
-#[cfg(feature = "ping")]
-mod capture;
 mod check;
-mod command;
-mod duration;
+mod cli;
 mod exit;
 mod flock;
-mod format;
-mod handover;
 mod inspect;
-#[cfg(feature = "etcd")]
-mod lease;
-mod limits;
-mod lock_metrics;
-mod metrics;
 mod monitor;
-mod ping;
-mod plain;
-mod prometheus;
 mod reap;
 mod run;
-mod signals;
-mod spawn;
-mod start;
-mod supervise;
-mod table;
 #[cfg(feature = "ping")]
 mod thread;
 
@@ -74,15 +48,10 @@ use std::ffi::OsString;
 
 use clap::Parser;
 
-use crate::args::{Cli, Command, LogFormat};
-use crate::ping::{NoPing, Pinger};
+use crate::cli::{Cli, Command, LogFormat};
 
-pub use crate::start::start;
-
-/// The whole command (`lockfile-full`): runs the command line `argv` and
-/// exits with its status.
-pub fn full(argv: Vec<OsString>) {
-    handover::forget_handover();
+fn main() {
+    let argv: Vec<OsString> = std::env::args_os().collect();
     let mut rest = argv.iter().cloned();
     if rest
         .next()
@@ -107,18 +76,18 @@ pub fn full(argv: Vec<OsString>) {
     // file lock share COMMAND and the table layout, nothing else.
     let code = match cli.command {
         #[cfg(feature = "etcd")]
-        Command::Run(args) if args.etcd.is_some() => lease::run(args),
+        Command::Run(args) if args.etcd.is_some() => run::lease::run(args),
         #[cfg(feature = "etcd")]
-        Command::Inspect(args) if args.etcd.is_some() => lease::inspect(&args),
+        Command::Inspect(args) if args.etcd.is_some() => run::lease::inspect(&args),
         #[cfg(not(feature = "etcd"))]
-        Command::Run(args::RunArgs { etcd: Some(_), .. })
-        | Command::Inspect(args::InspectArgs { etcd: Some(_), .. }) => {
+        Command::Run(cli::RunArgs { etcd: Some(_), .. })
+        | Command::Inspect(cli::InspectArgs { etcd: Some(_), .. }) => {
             errln!(
                 "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
             );
             exit::USAGE
         }
-        Command::Run(args) => run::run::<Pinger>(args),
+        Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Reap(args) => reap::reap(args),
         Command::Check(args) => check::check(args),
@@ -137,29 +106,10 @@ fn run_translated(run_args: Vec<OsString>) -> i32 {
         Ok(Cli {
             command: Command::Run(run),
             ..
-        }) => run::run::<Pinger>(run),
+        }) => run::run(run),
         Ok(_) => unreachable!("the translation always names `run`"),
         Err(e) => flock::usage(&e.to_string()),
     }
-}
-
-/// What users call (`lockfile`): runs a plain run itself and hands every
-/// other command line to `lockfile-full`; exits with the status.
-pub fn front(argv: Vec<OsString>) {
-    let plain = |run_args: &[OsString]| match plain::parse_run(run_args) {
-        Some(args) => run::run::<NoPing>(args),
-        None => handover::hand_over(&argv),
-    };
-    let code = match argv.first() {
-        Some(argv0) if flock::invoked_as_flock(argv0) => {
-            flock::main(argv[1..].to_vec(), |run_args| plain(&run_args))
-        }
-        _ => match argv.get(1) {
-            Some(subcommand) if subcommand == "run" => plain(&argv[2..]),
-            _ => handover::hand_over(&argv),
-        },
-    };
-    std::process::exit(code);
 }
 
 /// Sends the library's `tracing` events to stderr. The level comes from

@@ -5,13 +5,13 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
+use std::process::Command;
 
 use rustix::process::Pid;
 
-use crate::args::RunArgs;
+use crate::cli::RunArgs;
 use crate::exit;
-use crate::signals::BlockedSignals;
-use crate::spawn::ChildSetup;
+use crate::run::signals::BlockedSignals;
 
 /// COMMAND, or `sh -c SHELL_COMMAND` (`$SHELL -c`, falling back to
 /// `/bin/sh`, in the flock(1) personality, as flock(1) does). The caller
@@ -40,6 +40,9 @@ pub(crate) fn job_name(program: &OsString) -> String {
 /// Spawns COMMAND with the signal mask we had before blocking, and with
 /// `die_with_parent`, SIGKILLed by the kernel should this process die.
 /// Errors map to the shell's statuses: 127 not found, 126 not executable.
+///
+/// Through std's `Command`, which resets SIGPIPE to its default in the
+/// child; [`BlockedSignals::prepare_child`] adds what has no other home.
 pub(crate) fn spawn(
     signals: &BlockedSignals,
     program: &OsString,
@@ -47,11 +50,13 @@ pub(crate) fn spawn(
     env: &[(&str, OsString)],
     die_with_parent: bool,
 ) -> Result<Pid, (i32, String)> {
-    let setup = ChildSetup {
-        die_with: die_with_parent.then(rustix::process::getpid),
-        ..signals.child_setup()
-    };
-    crate::spawn::spawn(program, args, env, setup).map_err(|e| {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    signals.prepare_child(&mut cmd, die_with_parent);
+    let child = cmd.spawn().map_err(|e| {
         let code = match e.kind() {
             io::ErrorKind::NotFound => exit::NOT_FOUND,
             _ => exit::NOT_EXECUTABLE,
@@ -60,5 +65,8 @@ pub(crate) fn spawn(
             code,
             format!("cannot run `{}`: {e}", program.to_string_lossy()),
         )
-    })
+    })?;
+    // std's Child is not waited on: `supervise` reaps it with waitpid.
+    let pid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
+    Ok(pid.expect("a child has a positive pid"))
 }

@@ -20,15 +20,15 @@ use std::time::{Duration, Instant, SystemTime};
 use lockfile::{Outcome, RunEnd};
 use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
 
-use crate::args::{InspectArgs, RunArgs};
-use crate::command::{command_line, job_name, spawn};
+use crate::cli::format::Format;
+use crate::cli::{InspectArgs, RunArgs};
 use crate::exit;
-use crate::format::Format;
-use crate::limits::MaxRuntime;
+use crate::inspect::table::print_aligned;
 use crate::monitor::Monitor;
-use crate::signals::BlockedSignals;
-use crate::supervise::{self, StopSequence};
-use crate::table::print_aligned;
+use crate::run::command::{command_line, job_name, spawn};
+use crate::run::limits::MaxRuntime;
+use crate::run::signals::BlockedSignals;
+use crate::run::supervise::{self, StopSequence};
 
 /// Wakes the supervisor the moment the lease is known to be lost. SIGURG,
 /// because its default action is to be ignored: one still pending when the
@@ -57,7 +57,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     let (program, program_args) = command_line(&args);
     let mut opts = options(endpoints);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
-    let mut monitor = match Monitor::<crate::ping::Pinger>::new(&args.monitoring, &job, &name) {
+    let mut monitor = match Monitor::new(&args.monitoring, &job, &name) {
         Ok(monitor) => monitor,
         Err(e) => {
             errln!("lockfile: {e}");

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use lockfile::{LockReport, LockState};
 
-use crate::prometheus::{self, Exposition, Family, Kind};
+use crate::monitor::exposition::{self, Exposition, Family};
 
 const STATES: [LockState; 5] = [
     LockState::Absent,
@@ -27,42 +27,34 @@ const STATES: [LockState; 5] = [
     LockState::Debris,
 ];
 
-const STATE: Family = gauge(
+const STATE: Family = Family::gauge(
     "lockfile_lock_state",
     "1 for the lock file's current state (absent, free, held, stale, debris), 0 for the others.",
 );
-const ACQUIRED: Family = gauge(
+const ACQUIRED: Family = Family::gauge(
     "lockfile_lock_acquired_timestamp_seconds",
     "When the recorded owner took the lock, while its record is not released.",
 );
-const HEARTBEAT: Family = gauge(
+const HEARTBEAT: Family = Family::gauge(
     "lockfile_lock_heartbeat_timestamp_seconds",
     "The last heartbeat of a held or stale lock (the file's modification time).",
 );
-const LAST_SUCCESS: Family = gauge(
+const LAST_SUCCESS: Family = Family::gauge(
     "lockfile_lock_last_success_timestamp_seconds",
     "The last success recorded in the lock file (0: never).",
 );
-const HOLDER: Family = gauge(
+const HOLDER: Family = Family::gauge(
     "lockfile_lock_holder",
     "1 for each process that holds the kernel lock.",
 );
-const FINDING: Family = gauge(
+const FINDING: Family = Family::gauge(
     "lockfile_lock_finding",
     "1 for each kind of finding about the lock file, with its severity.",
 );
-const INSPECT_ERROR: Family = gauge(
+const INSPECT_ERROR: Family = Family::gauge(
     "lockfile_lock_inspect_error",
     "1 when the path could not be inspected, 0 when it was.",
 );
-
-const fn gauge(name: &'static str, help: &'static str) -> Family {
-    Family {
-        name,
-        help,
-        kind: Kind::Gauge,
-    }
-}
 
 /// The samples of every outcome. A path given twice (or a file and its
 /// directory) is exported once: a repeated series would make the collector
@@ -109,7 +101,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
                 let owner = r.owner.as_ref().filter(|_| !r.released)?;
                 Some((
                     vec![("lock", lock)],
-                    prometheus::timestamp(owner.acquired_at),
+                    exposition::timestamp(owner.acquired_at),
                 ))
             })
             .collect(),
@@ -120,7 +112,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
             .iter()
             .filter(|(_, r)| r.heartbeat_age.is_some())
             .filter_map(|&(lock, r)| {
-                Some((vec![("lock", lock)], prometheus::timestamp(r.modified?)))
+                Some((vec![("lock", lock)], exposition::timestamp(r.modified?)))
             })
             .collect(),
     );
@@ -129,7 +121,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
         reports
             .iter()
             .map(|&(lock, r)| {
-                let at = r.last_success.map_or(0.0, prometheus::timestamp);
+                let at = r.last_success.map_or(0.0, exposition::timestamp);
                 (vec![("lock", lock)], at)
             })
             .collect(),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
-use crate::signals::{BlockedSignals, Received};
+use crate::run::signals::{BlockedSignals, Received};
 
 /// How long survivors of SIGKILL are waited for before they are named and
 /// left the lock.

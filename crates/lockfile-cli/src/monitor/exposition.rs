@@ -24,6 +24,17 @@ pub(crate) struct Family {
     pub(crate) kind: Kind,
 }
 
+impl Family {
+    /// A gauge named `name`, described by `help`.
+    pub(crate) const fn gauge(name: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            help,
+            kind: Kind::Gauge,
+        }
+    }
+}
+
 /// Text in the exposition format, built one family at a time: every sample
 /// of a family must follow its `# HELP` and `# TYPE` lines, before the next
 /// family starts.

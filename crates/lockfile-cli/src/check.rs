@@ -33,7 +33,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             if args.json {
                 print_json(Status::Unknown, &[], None, Some(&e.to_string()));
             } else {
-                outln!("UNKNOWN: {e}");
+                textln!("UNKNOWN: {e}");
             }
             return Status::Unknown.code();
         }
@@ -51,7 +51,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             .last_success
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .unwrap_or_default();
-        outln!(
+        textln!(
             "OK: `{path}`: last success {} ago",
             humantime::format_duration(Duration::from_secs(ago.as_secs()))
         );
@@ -60,7 +60,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             .iter()
             .map(|v| format!("{}: {}", v.kind, v.message))
             .collect();
-        outln!("{status}: `{path}`: {}", said.join("; "));
+        textln!("{status}: `{path}`: {}", said.join("; "));
     }
     status.code()
 }

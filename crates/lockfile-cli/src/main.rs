@@ -13,17 +13,30 @@
 //! - `flock/`: the `flock` personality, util-linux flock(1)'s command line;
 //! - `inspect/`, `check.rs`, `reap.rs`, `beat.rs`: the other subcommands.
 
-/// `eprintln!`, except that a closed stderr is no reason to panic: a panic
-/// would unwind through a held lock's guard.
+/// `eprintln!` of one line for a person, escaped for the terminal (see
+/// `term`); a closed stderr is no reason to panic: a panic would unwind
+/// through a held lock's guard.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", crate::term::escape(&line));
+    }};
+}
+
+/// [`outln!`] of one line for a person, escaped for the terminal (see
+/// `term`).
+macro_rules! textln {
+    ($($arg:tt)*) => {{
+        let line = format!($($arg)*);
+        outln!("{}", crate::term::escape(&line));
     }};
 }
 
 /// `println!`, except that a closed stdout (`lockfile inspect | head -1`) is
-/// no reason to panic: the exit status still tells the result.
+/// no reason to panic: the exit status still tells the result. For machine
+/// output (JSON, samples) and our own text; a person's line from others'
+/// data goes through [`textln!`].
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -41,6 +54,7 @@ mod inspect;
 mod monitor;
 mod reap;
 mod run;
+mod term;
 #[cfg(feature = "ping")]
 mod thread;
 

@@ -29,11 +29,13 @@ pub(crate) fn reap(args: ReapArgs) -> i32 {
         );
     } else {
         for e in &entries {
+            // The path's bytes as they are, escaped: a name can hold
+            // anything but `/` and NUL.
             outln!(
                 "{:<12}  {}  {}",
                 e.action.to_string(),
-                e.path.display(),
-                e.reason
+                crate::term::path(&e.path),
+                crate::term::escape(&e.reason.to_string())
             );
         }
         if !args.fix

@@ -662,7 +662,17 @@ fn a_copy_of_the_binary_alone_answers_every_command_line() {
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
     ok(&["run", "-n", "--job", "alone", s(&lock), "true"]);
     // A run whose COMMAND beats, as a --watchdog COMMAND does.
-    ok(&["run", "--job", "alone", "--watchdog", "10", s(&lock), "--", s(&alone), "beat"]);
+    ok(&[
+        "run",
+        "--job",
+        "alone",
+        "--watchdog",
+        "10",
+        s(&lock),
+        "--",
+        s(&alone),
+        "beat",
+    ]);
     let out = ok(&["inspect", "--json", s(&lock)]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report[0]["owner"]["job"], "alone", "{report}");
@@ -745,4 +755,37 @@ fn the_binary_needs_no_glibc_above_2_34() {
 fn parse_version(text: &str) -> Option<(u32, u32)> {
     let mut parts = text.split('.');
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// What a record holds and what a process calls itself are others' words:
+/// an escape sequence in a job name or a process name (set with
+/// `prctl(PR_SET_NAME)`) reaches no terminal raw, on stderr or in a table.
+#[test]
+fn escape_sequences_from_records_and_process_names_are_printed_escaped() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let job = "x\x1b]0;PWNED\x07\x1b[2J";
+    // COMMAND names itself with an escape sequence, then says it is ready.
+    let script = "import ctypes, time; ctypes.CDLL(None).prctl(15, b'\\x1b[2Jevil', 0, 0, 0); print('ready', flush=True); time.sleep(60)";
+    let (mut holder, line) = Background::spawn(&["--job", job, s(&lock), "python3", "-c", script]);
+    assert_eq!(line, "ready", "{}", holder.stderr_so_far());
+    let raw = |text: &str| text.contains('\x1b') || text.contains('\x07');
+
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!raw(&err), "{err:?}");
+    assert!(err.contains("]0;PWNED"), "{err}");
+
+    let out = run_output(&["inspect", s(&lock)]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!raw(&table), "{table:?}");
+    assert!(table.contains("x\\e]0;PWNED\\a\\e[2J"), "{table}");
+    assert!(!table.contains("\x1b[2Jevil"), "{table:?}");
+    // JSON keeps the data as it is, in JSON's own escapes.
+    let (_, report) = inspect_json(&lock, &[]);
+    assert_eq!(report[0]["owner"]["job"], job);
+
+    holder.signal("TERM");
+    holder.reap();
 }

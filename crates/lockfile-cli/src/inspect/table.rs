@@ -9,8 +9,16 @@ pub(crate) fn print_aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<S
     let _ = std::io::stdout().write_all(aligned(rows, notes).as_bytes());
 }
 
-/// [`print_aligned`]'s text.
+/// [`print_aligned`]'s text. Cells and notes hold others' data (hosts,
+/// jobs, paths, process names): each is escaped for the terminal.
 pub(crate) fn aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) -> String {
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| {
+            row.clone()
+                .map(|cell| crate::term::escape(&cell).into_owned())
+        })
+        .collect();
     let widths: Vec<usize> = (0..N)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -23,7 +31,7 @@ pub(crate) fn aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>
             .collect();
         let _ = writeln!(text, "{}", line.join("  ").trim_end());
         for note in notes.get(i).into_iter().flatten() {
-            let _ = writeln!(text, "{note}");
+            let _ = writeln!(text, "{}", crate::term::escape(note));
         }
     }
     text

@@ -121,6 +121,19 @@
 //! newcomer: such a rename breaks exclusion whatever a waiter checks, so
 //! step 3 does not pay a syscall on every acquire for it.
 //!
+//! **Who may be evicted.** With [`LockOptions::evict_after`], an acquire may
+//! stop a hung holder (see [A hung holder](#a-hung-holder)), but only under
+//! one rule: every process that holds the kernel lock is the recorded owner,
+//! verified by PID, start time and boot id through a pidfd, or one of its
+//! descendants; every one of them runs as the owner's uid, real and
+//! effective; that uid is the caller's, or, when the caller is root, the
+//! lock file's owner (`st_uid`). A process that merely shares the owner's
+//! open file (a descriptor passed over a socket, or kept by a daemon that
+//! left the owner's tree) fails the rule: the record is written by whoever
+//! can write the file, and must never aim a signal at someone else's
+//! process. When the rule fails nothing is signalled, and the acquire
+//! behaves as without eviction, saying why ([`EvictionRefused`]).
+//!
 //! **Why reap never unlinks a held lock.** It unlinks only in step 8, while
 //! it holds the file's lock itself; a holder would have made its non-blocking
 //! `flock` fail, and a holder who comes after the unlink is at step 3 of a

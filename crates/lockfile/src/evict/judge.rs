@@ -129,7 +129,8 @@ pub(super) fn judge(evict_after: Duration, path: &Path, file: &File) -> Judgemen
         return Judgement::Moving(Why::Resumed);
     }
     let plan = Plan {
-        targets,
+        targets: targets.list,
+        uid: targets.uid,
         evicted: Evicted {
             token: owner.token,
             pid: owner.pid,

@@ -204,6 +204,63 @@
 //! `owner_dead` finding in `inspect`, and [`reap`] never removes a file that
 //! is not ours, nor a directory.
 //!
+//! # Threat model
+//!
+//! This section is the one place that says whom the crate defends against,
+//! and how. A lock file lives in a directory, and **whoever may write that
+//! directory may put any file at any name in it**, with any content, any
+//! modification time and any owner they can have. In a private directory
+//! (the caller's own, or root's `/var/lock/jobs`) that is only the trusted
+//! owner, and everything below is moot. In a shared directory (`/tmp`,
+//! `/run/lock`, a team's lock directory) it is every user who may write
+//! it, and a lock file there may have been written by an attacker before
+//! the first run. What follows from that:
+//!
+//! - **Planted files.** A file is *planted* when it sits in a sticky
+//!   directory that its group or everyone may write, and neither the caller
+//!   (its effective uid) nor the directory's owner owns it: the kernel's
+//!   `fs.protected_regular` rule, applied whatever that sysctl says. Its
+//!   owner can unlink it while it is held (so a second run starts beside
+//!   the first), rewrite its record and set its times. Acquiring refuses it
+//!   ([`Error::PlantedFile`]), before any wait or write. [`inspect`] reports
+//!   it (`planted_file`) and trusts nothing in it that acts: no heartbeat,
+//!   no success, no run history, no eviction. A file of another user in a
+//!   directory that is not shared this way is normal: only the directory's
+//!   owner could have put it there.
+//! - **Future times.** A time in a record (acquisition, heartbeat, last
+//!   success, last run) more than a minute ahead of the clock is one no run
+//!   can have written: `inspect` reports it (`future_time`) and does not
+//!   believe it (never "0 s ago"), and no later run carries it forward.
+//! - **Eviction.** A record names a process, and whoever writes the file
+//!   writes the record: so eviction signals only the verified owner's own
+//!   tree, all of one uid, which is the caller's or, for root, the lock
+//!   file's owner (see the rule in [the protocol](#the-protocol)). A
+//!   descriptor passed to another process is never reason to signal it.
+//! - **Big files are never ours.** A lock may be taken on a data file in
+//!   place: a record is written only over content that is empty or already
+//!   ours, so a file that is not is left byte for byte as it is
+//!   ([Files that are not ours](#files-that-are-not-ours)).
+//! - **Unlink relative to a pinned directory.** A file is only unlinked
+//!   under its lock. The unlink must go through the directory that was
+//!   opened and listed, and only while the name still refers to the inode
+//!   that was checked: a directory component swapped meanwhile must not
+//!   turn an unlink in one directory into an unlink in another.
+//! - **Unsafe opens of side files.** Every file opened besides the lock
+//!   (metrics, their side locks and temporary files, an output file) must
+//!   be opened as the lock is: no symlink followed, no FIFO waited on,
+//!   regular files only, reads bounded. A planted FIFO or a symlink to
+//!   `/dev/zero` must cost one line on stderr, never a hang.
+//! - **Terminal escapes in output.** Host names, job names, paths and
+//!   process names come from files and other processes: human-readable
+//!   output must escape control characters in them, so that none reaches
+//!   an administrator's terminal raw. JSON output escapes them by its
+//!   nature.
+//!
+//! What stays out of reach: the advisory lock binds only those who take it,
+//! and a user who may write the directory may always hold a lock on a file
+//! of their own there, and so keep a job from running. Put the locks of
+//! jobs that matter in a directory only trusted users may write.
+//!
 //! # Caveats
 //!
 //! - **Network filesystems.** `flock` on NFS is emulated with byte-range
@@ -286,6 +343,7 @@ mod options;
 mod reap;
 mod record;
 mod rfc3339;
+mod trust;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
 #[allow(unsafe_code)]
 mod sys;
@@ -301,8 +359,8 @@ pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
 pub use inspect::{
-    Finding, InspectOptions, LockReport, LockState, Severity, Status, Unhealthy, inspect,
-    inspect_dir,
+    Finding, InspectOptions, LockReport, LockState, Severity, Status, TimeField, Unhealthy,
+    inspect, inspect_dir,
 };
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};

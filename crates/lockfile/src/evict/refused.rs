@@ -171,6 +171,17 @@ pub enum EvictionRefused {
         /// The uid the recorded owner runs as.
         owner_uid: u32,
     },
+    /// The lock file is planted (see
+    /// [`Finding::PlantedFile`](crate::Finding::PlantedFile)): its owner
+    /// writes its record and sets its heartbeat at will, so neither says
+    /// anything about a holder.
+    #[error(
+        "the lock file is planted (owned by uid {owner_uid} in a shared sticky directory), so nothing in it is trusted"
+    )]
+    PlantedFile {
+        /// The file's owner.
+        owner_uid: u32,
+    },
     /// This process would be among those stopped: the holder is this
     /// process or one of its ancestors.
     #[error(

@@ -418,9 +418,7 @@ impl From<Error> for io::Error {
             Error::DirectoryNotFound { .. } => io::ErrorKind::NotFound,
             Error::PermissionDenied { .. }
             | Error::NotOurRun { .. }
-            | Error::PlantedFile { .. } => {
-                io::ErrorKind::PermissionDenied
-            }
+            | Error::PlantedFile { .. } => io::ErrorKind::PermissionDenied,
             Error::ReadOnlyFilesystem { .. } => io::ErrorKind::ReadOnlyFilesystem,
             Error::NoSpace { .. } => io::ErrorKind::StorageFull,
             Error::LockUnsupported { .. } => io::ErrorKind::Unsupported,

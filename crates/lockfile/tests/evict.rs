@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime};
 
 use lockfile::{Error, EvictionRefused, LockGuard, LockOptions, LockState, Outcome, RunEnd};
 
-use crate::support::{ChildHolder, lock_path, require_flock, require_root, tempdir};
+use crate::support::{
+    ATTACKER, ChildHolder, VICTIM, as_user, lock_path, require_flock, require_root, tempdir,
+};
 
 /// Makes the holder's heartbeat look `ago` old.
 fn silence(path: &Path, ago: Duration) {
@@ -566,20 +568,6 @@ fn a_daemon_that_left_the_owners_tree_with_its_descriptor_is_never_signalled() {
     assert!(!gone(daemon), "the daemon was signalled");
 }
 
-/// The uids the attacker and the victim run as, in the tests that play them.
-const ATTACKER: u32 = 64_001;
-const VICTIM: u32 = 64_002;
-
-/// `setpriv` as `uid` (and the group of that number), no other groups.
-fn as_user(uid: u32) -> Vec<String> {
-    vec![
-        "setpriv".to_owned(),
-        format!("--reuid={uid}"),
-        format!("--regid={uid}"),
-        "--clear-groups".to_owned(),
-    ]
-}
-
 #[test]
 #[ignore = "needs root: plays an attacker and a victim of two other uids (setpriv)"]
 fn a_descriptor_passed_to_another_users_daemon_never_gets_that_daemon_signalled() {
@@ -597,15 +585,13 @@ fn a_descriptor_passed_to_another_users_daemon_never_gets_that_daemon_signalled(
     let path = shared.join("job.lock");
     let socket = shared.join("victim.sock");
 
-    let as_victim = as_user(VICTIM);
-    let as_victim: Vec<&str> = as_victim.iter().map(String::as_str).collect();
-    let mut victim =
-        ChildHolder::spawn_under(&as_victim, &format!("victim-daemon\t{}", socket.display()));
+    let mut victim = ChildHolder::spawn_under(
+        as_user(VICTIM),
+        &format!("victim-daemon\t{}", socket.display()),
+    );
     victim.expect_line("listening");
-    let as_attacker = as_user(ATTACKER);
-    let as_attacker: Vec<&str> = as_attacker.iter().map(String::as_str).collect();
     let mut attacker = ChildHolder::spawn_under(
-        &as_attacker,
+        as_user(ATTACKER),
         &format!("attack-pass\t{}\t{}", path.display(), socket.display()),
     );
     attacker.expect_line("ready ");

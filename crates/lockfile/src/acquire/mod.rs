@@ -153,8 +153,8 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             Ok(id) => id,
             Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Stat, path, e))),
         };
-        if let Err(e) = check_kind(path, opts, names_dir, &id)
-            .and_then(|()| refuse_planted(path, &itself, &id))
+        if let Err(e) =
+            check_kind(path, opts, names_dir, &id).and_then(|()| refuse_planted(path, &itself, &id))
         {
             return Err(unlocked(&file, e));
         }

@@ -97,8 +97,7 @@ pub(super) fn refuse_planted(path: &Path, itself: &Path, id: &sys::Identity) -> 
     if !id.is_regular() || id.uid == euid {
         return Ok(());
     }
-    let dir =
-        DirFacts::containing(itself).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    let dir = DirFacts::containing(itself).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
     match trust::planted(id.uid, dir, euid) {
         Some(planted) => Err(planted_error(path, planted)),
         None => Ok(()),
@@ -112,7 +111,11 @@ fn planted_at(itself: &Path) -> Option<Planted> {
     if !meta.file_type().is_file() {
         return None;
     }
-    trust::planted(meta.uid(), DirFacts::containing(itself).ok()?, trust::euid())
+    trust::planted(
+        meta.uid(),
+        DirFacts::containing(itself).ok()?,
+        trust::euid(),
+    )
 }
 
 fn planted_error(path: &Path, planted: Planted) -> Error {

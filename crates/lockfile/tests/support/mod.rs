@@ -609,6 +609,91 @@ pub(crate) fn leave_background_holder(path: &Path) -> u32 {
         .unwrap()
 }
 
+/// The uids an attacker and a victim run as, in the tests that play them:
+/// unprivileged, and no one else's.
+pub(crate) const ATTACKER: u32 = 64_001;
+pub(crate) const VICTIM: u32 = 64_002;
+
+/// A `setpriv` prefix that runs a command as `uid` (and the group of that
+/// number), without supplementary groups. Only uids the tests name.
+pub(crate) fn as_user(uid: u32) -> &'static [&'static str] {
+    match uid {
+        ATTACKER => &[
+            "setpriv",
+            "--reuid=64001",
+            "--regid=64001",
+            "--clear-groups",
+        ],
+        VICTIM => &[
+            "setpriv",
+            "--reuid=64002",
+            "--regid=64002",
+            "--clear-groups",
+        ],
+        _ => panic!("no setpriv prefix for uid {uid}"),
+    }
+}
+
+/// Runs `program` with `args` as the attacker; panics unless it succeeds.
+pub(crate) fn as_attacker(program: &str, args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) {
+    let (setpriv, options) = as_user(ATTACKER).split_first().unwrap();
+    let status = Command::new(setpriv)
+        .args(options)
+        .arg(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .status()
+        .expect("run setpriv");
+    assert!(status.success(), "{program} as the attacker: {status}");
+}
+
+/// `fs.protected_regular` set to 0 while it lives, then put back: the
+/// kernel would otherwise refuse root's own writes into another user's
+/// file in a sticky directory, and a test of our rule must meet the file,
+/// not the kernel's refusal. Tests that hold one are serialised through a
+/// lock file, so that none restores the value under another.
+pub(crate) struct ProtectedRegularOff {
+    previous: String,
+    _serial: std::fs::File,
+}
+
+const PROTECTED_REGULAR: &str = "/proc/sys/fs/protected_regular";
+
+impl ProtectedRegularOff {
+    pub(crate) fn new() -> ProtectedRegularOff {
+        require_root("sets fs.protected_regular");
+        let serial = std::fs::File::create(
+            std::env::temp_dir().join("lockfile-tests-protected-regular.lock"),
+        )
+        .unwrap();
+        serial.lock().unwrap();
+        let previous = std::fs::read_to_string(PROTECTED_REGULAR).unwrap();
+        std::fs::write(PROTECTED_REGULAR, "0").unwrap();
+        ProtectedRegularOff {
+            previous,
+            _serial: serial,
+        }
+    }
+}
+
+impl Drop for ProtectedRegularOff {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PROTECTED_REGULAR, self.previous.trim());
+    }
+}
+
+/// A directory shared the way `/tmp` is (root's, sticky, everyone may
+/// write), inside a fresh temporary directory that everyone may enter.
+pub(crate) fn shared_sticky_dir() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    (dir, shared)
+}
+
 /// A fresh temporary directory for one test.
 /// Fails the test, saying why, unless it runs as root. Tests that need root
 /// are also marked `#[ignore = "needs root: ..."]`, so that a run without

@@ -71,9 +71,10 @@
 //!    lock): at once, until a deadline (a per-thread timer interrupts the
 //!    wait), or for as long as it takes. Before a wait, `fstat` refuses
 //!    anything but a regular file (or an allowed directory), so that a FIFO
-//!    or a device is never waited on.
+//!    or a device is never waited on, and a planted file (see the
+//!    [threat model](#threat-model)), whose owner could hold it forever.
 //! 3. **Check the identity**: `fstat` of the locked descriptor refuses what
-//!    is not a regular file, and its link count says whether the file still
+//!    is not a regular file, or is planted, and its link count says whether the file still
 //!    has a name. Unlinking it (reap, a release that removes) or renaming
 //!    another file over it leaves it none: close and start again at step 1.
 //!    A file with more than one name (hard links, a directory) may have lost

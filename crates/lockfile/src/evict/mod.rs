@@ -10,8 +10,9 @@
 //!
 //! # The procedure
 //!
-//! 1. **Judge the record.** From `inspect`: the lock is held, the file holds
-//!    an unreleased record of ours, the record promises a heartbeat that is
+//! 1. **Judge the record.** From `inspect`: the file is not planted (its
+//!    owner could write any record and any heartbeat), the lock is held,
+//!    the file holds an unreleased record of ours, the record promises a heartbeat that is
 //!    not a wrapper's, it was written on this host in this boot, and it
 //!    carries the start time and PID namespace that, with the PID, name one
 //!    process. Then the silence: longer than `evict_after`, and longer than

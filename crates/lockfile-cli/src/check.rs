@@ -76,11 +76,17 @@ fn verdicts(report: &LockReport, max_failures: u32) -> Vec<Verdict> {
                 Finding::Silent { .. } => "silent",
                 Finding::HeartbeatSilent { .. } => "hung",
                 Finding::Overrunning { .. } | Finding::Aged { .. } => "overrunning",
+                // Why a success or heartbeat in the file was not believed.
+                Finding::PlantedFile { .. } => "planted_file",
+                Finding::FutureTime { .. } => "future_time",
                 _ => return None,
             };
             // A hung holder is critical; one past its time is worth a look.
             let severity = match f {
-                Finding::Overrunning { .. } | Finding::Aged { .. } => Severity::Warning,
+                Finding::Overrunning { .. }
+                | Finding::Aged { .. }
+                | Finding::PlantedFile { .. }
+                | Finding::FutureTime { .. } => Severity::Warning,
                 _ => Severity::Critical,
             };
             Some(Verdict {

@@ -1658,3 +1658,95 @@ fn a_holder_without_a_record_by_design_is_healthy_for_quiet() {
     assert_eq!(stderr(&out), "", "nothing to judge it by");
     drop(holder);
 }
+
+/// `fs.protected_regular` set to 0 while it lives, then put back: root's
+/// run must meet our own rule on a planted file, not the kernel's refusal.
+/// Serialised through a lock file with every other test that sets it.
+struct ProtectedRegularOff {
+    previous: String,
+    _serial: std::fs::File,
+}
+
+const PROTECTED_REGULAR: &str = "/proc/sys/fs/protected_regular";
+
+impl ProtectedRegularOff {
+    fn new() -> ProtectedRegularOff {
+        let serial = std::fs::File::create(
+            std::env::temp_dir().join("lockfile-tests-protected-regular.lock"),
+        )
+        .unwrap();
+        serial.lock().unwrap();
+        let previous = std::fs::read_to_string(PROTECTED_REGULAR).unwrap();
+        std::fs::write(PROTECTED_REGULAR, "0").unwrap();
+        ProtectedRegularOff {
+            previous,
+            _serial: serial,
+        }
+    }
+}
+
+impl Drop for ProtectedRegularOff {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PROTECTED_REGULAR, self.previous.trim());
+    }
+}
+
+#[test]
+#[ignore = "needs root: plants a lock file as an unprivileged attacker (setpriv)"]
+fn a_planted_file_is_refused_by_run_and_its_success_in_9999_never_reads_as_0s_ago() {
+    common::require_root("setpriv to an unprivileged uid");
+    let dir = Dir::new();
+    std::fs::set_permissions(dir.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // /tmp as it is: root's, sticky, everyone may write.
+    let shared = dir.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let lock = shared.join("backup.lock");
+    // The attacker may not reach the build's directory: she runs a link
+    // (or copy) in the test's own, written before anything is forked.
+    let exe = dir.path("lockfile");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_lockfile"), &exe)
+        .or_else(|_| std::fs::copy(env!("CARGO_BIN_EXE_lockfile"), &exe).map(drop))
+        .unwrap();
+    let as_attacker = |script: &str, envs: &[(&str, &str)]| {
+        let out = Command::new("setpriv")
+            .args(["--reuid=64001", "--regid=64001", "--clear-groups"])
+            .args(["sh", "-c", script])
+            .envs(envs.iter().copied())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // Her own run plants the file; then she dates its success to 9999.
+    as_attacker(
+        "\"$EXE\" run -n \"$LOCK\" true",
+        &[("EXE", s(&exe)), ("LOCK", s(&lock))],
+    );
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
+    doc["last_success"] = "9999-12-31T00:00:00Z".into();
+    let forged = doc.to_string();
+    as_attacker(
+        "printf %s \"$DOC\" > \"$LOCK\"",
+        &[("DOC", &forged), ("LOCK", s(&lock))],
+    );
+
+    let out = run_output(&["check", "--expect-every", "1h", s(&lock)]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("0s ago"), "{said}");
+    assert!(
+        said.contains("planted_file") && said.contains("future_time"),
+        "{said}"
+    );
+    assert_eq!(code(&out), 2, "no success is believed: {said}");
+
+    let _sysctl = ProtectedRegularOff::new();
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 73, "{}", stderr(&out));
+    let line = stderr(&out);
+    assert!(
+        line.contains("uid 64001") && line.contains("protected_regular"),
+        "{line}"
+    );
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), forged, "untouched");
+}

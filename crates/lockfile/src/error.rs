@@ -200,6 +200,24 @@ pub enum Error {
         /// Its first bytes, escaped for printing.
         preview: String,
     },
+    /// The lock file is planted: it sits in a sticky directory that its
+    /// group or everyone may write, and neither this process's effective
+    /// uid nor the directory's owner owns it (the kernel's
+    /// `fs.protected_regular` rule). Its owner can unlink it while it is
+    /// held, rewrite its record and set its times, so a lock on it excludes
+    /// nobody. Nothing was locked or written.
+    #[error(
+        "refusing to lock `{}`: it is owned by uid {owner_uid}, in a sticky directory that others may write and that uid {dir_owner_uid} owns, so its owner can unlink or rewrite it at will and a lock on it excludes nobody (the fs.protected_regular rule); use a lock directory only trusted users may write",
+        path.display()
+    )]
+    PlantedFile {
+        /// The lock file.
+        path: PathBuf,
+        /// Its owner.
+        owner_uid: u32,
+        /// The owner of its directory.
+        dir_owner_uid: u32,
+    },
     /// A beat for a run whose record is no longer in the lock file: the run
     /// ended, or another run holds the lock now. Nothing was changed.
     #[error(
@@ -298,6 +316,7 @@ impl Error {
             | Error::Symlink { path, .. }
             | Error::NotRegularFile { path, .. }
             | Error::ForeignContent { path, .. }
+            | Error::PlantedFile { path, .. }
             | Error::NotOurRun { path, .. }
             | Error::Io { path, .. } => path,
         }
@@ -397,9 +416,9 @@ impl From<Error> for io::Error {
             Error::Contended { .. } => io::ErrorKind::WouldBlock,
             Error::Timeout { .. } => io::ErrorKind::TimedOut,
             Error::DirectoryNotFound { .. } => io::ErrorKind::NotFound,
-            Error::PermissionDenied { .. } | Error::NotOurRun { .. } => {
-                io::ErrorKind::PermissionDenied
-            }
+            Error::PermissionDenied { .. }
+            | Error::NotOurRun { .. }
+            | Error::PlantedFile { .. } => io::ErrorKind::PermissionDenied,
             Error::ReadOnlyFilesystem { .. } => io::ErrorKind::ReadOnlyFilesystem,
             Error::NoSpace { .. } => io::ErrorKind::StorageFull,
             Error::LockUnsupported { .. } => io::ErrorKind::Unsupported,

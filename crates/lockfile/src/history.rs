@@ -97,6 +97,13 @@ pub struct LastRun {
 }
 
 impl LastRun {
+    /// Every time it carries: when it started, ended, and last failed.
+    pub(crate) fn times(&self) -> impl Iterator<Item = SystemTime> {
+        [self.started_at, self.finished_at]
+            .into_iter()
+            .chain(self.last_failure_at)
+    }
+
     /// The history after `end`, which finished just now, given the one
     /// before it (`None` for a job's first recorded run): the failures in a
     /// row count up from the previous run's, and a success resets them.

@@ -71,9 +71,10 @@
 //!    lock): at once, until a deadline (a per-thread timer interrupts the
 //!    wait), or for as long as it takes. Before a wait, `fstat` refuses
 //!    anything but a regular file (or an allowed directory), so that a FIFO
-//!    or a device is never waited on.
+//!    or a device is never waited on, and a planted file (see the
+//!    [threat model](#threat-model)), whose owner could hold it forever.
 //! 3. **Check the identity**: `fstat` of the locked descriptor refuses what
-//!    is not a regular file, and its link count says whether the file still
+//!    is not a regular file, or is planted, and its link count says whether the file still
 //!    has a name. Unlinking it (reap, a release that removes) or renaming
 //!    another file over it leaves it none: close and start again at step 1.
 //!    A file with more than one name (hard links, a directory) may have lost
@@ -120,6 +121,19 @@
 //! that waiter, but not the holder, who already shares the path with every
 //! newcomer: such a rename breaks exclusion whatever a waiter checks, so
 //! step 3 does not pay a syscall on every acquire for it.
+//!
+//! **Who may be evicted.** With [`LockOptions::evict_after`], an acquire may
+//! stop a hung holder (see [A hung holder](#a-hung-holder)), but only under
+//! one rule: every process that holds the kernel lock is the recorded owner,
+//! verified by PID, start time and boot id through a pidfd, or one of its
+//! descendants; every one of them runs as the owner's uid, real and
+//! effective; that uid is the caller's, or, when the caller is root, the
+//! lock file's owner (`st_uid`). A process that merely shares the owner's
+//! open file (a descriptor passed over a socket, or kept by a daemon that
+//! left the owner's tree) fails the rule: the record is written by whoever
+//! can write the file, and must never aim a signal at someone else's
+//! process. When the rule fails nothing is signalled, and the acquire
+//! behaves as without eviction, saying why ([`EvictionRefused`]).
 //!
 //! **Why reap never unlinks a held lock.** It unlinks only in step 8, while
 //! it holds the file's lock itself; a holder would have made its non-blocking
@@ -190,6 +204,63 @@
 //! A holder that keeps no record by design raises no `holder_mismatch` or
 //! `owner_dead` finding in `inspect`, and [`reap`] never removes a file that
 //! is not ours, nor a directory.
+//!
+//! # Threat model
+//!
+//! This section is the one place that says whom the crate defends against,
+//! and how. A lock file lives in a directory, and **whoever may write that
+//! directory may put any file at any name in it**, with any content, any
+//! modification time and any owner they can have. In a private directory
+//! (the caller's own, or root's `/var/lock/jobs`) that is only the trusted
+//! owner, and everything below is moot. In a shared directory (`/tmp`,
+//! `/run/lock`, a team's lock directory) it is every user who may write
+//! it, and a lock file there may have been written by an attacker before
+//! the first run. What follows from that:
+//!
+//! - **Planted files.** A file is *planted* when it sits in a sticky
+//!   directory that its group or everyone may write, and neither the caller
+//!   (its effective uid) nor the directory's owner owns it: the kernel's
+//!   `fs.protected_regular` rule, applied whatever that sysctl says. Its
+//!   owner can unlink it while it is held (so a second run starts beside
+//!   the first), rewrite its record and set its times. Acquiring refuses it
+//!   ([`Error::PlantedFile`]), before any wait or write. [`inspect`] reports
+//!   it (`planted_file`) and trusts nothing in it that acts: no heartbeat,
+//!   no success, no run history, no eviction. A file of another user in a
+//!   directory that is not shared this way is normal: only the directory's
+//!   owner could have put it there.
+//! - **Future times.** A time in a record (acquisition, heartbeat, last
+//!   success, last run) more than a minute ahead of the clock is one no run
+//!   can have written: `inspect` reports it (`future_time`) and does not
+//!   believe it (never "0 s ago"), and no later run carries it forward.
+//! - **Eviction.** A record names a process, and whoever writes the file
+//!   writes the record: so eviction signals only the verified owner's own
+//!   tree, all of one uid, which is the caller's or, for root, the lock
+//!   file's owner (see the rule in [the protocol](#the-protocol)). A
+//!   descriptor passed to another process is never reason to signal it.
+//! - **Big files are never ours.** A lock may be taken on a data file in
+//!   place: a record is written only over content that is empty or already
+//!   ours, so a file that is not is left byte for byte as it is
+//!   ([Files that are not ours](#files-that-are-not-ours)).
+//! - **Unlink relative to a pinned directory.** A file is only unlinked
+//!   under its lock. The unlink must go through the directory that was
+//!   opened and listed, and only while the name still refers to the inode
+//!   that was checked: a directory component swapped meanwhile must not
+//!   turn an unlink in one directory into an unlink in another.
+//! - **Unsafe opens of side files.** Every file opened besides the lock
+//!   (metrics, their side locks and temporary files, an output file) must
+//!   be opened as the lock is: no symlink followed, no FIFO waited on,
+//!   regular files only, reads bounded. A planted FIFO or a symlink to
+//!   `/dev/zero` must cost one line on stderr, never a hang.
+//! - **Terminal escapes in output.** Host names, job names, paths and
+//!   process names come from files and other processes: human-readable
+//!   output must escape control characters in them, so that none reaches
+//!   an administrator's terminal raw. JSON output escapes them by its
+//!   nature.
+//!
+//! What stays out of reach: the advisory lock binds only those who take it,
+//! and a user who may write the directory may always hold a lock on a file
+//! of their own there, and so keep a job from running. Put the locks of
+//! jobs that matter in a directory only trusted users may write.
 //!
 //! # Caveats
 //!
@@ -273,6 +344,7 @@ mod options;
 mod reap;
 mod record;
 mod rfc3339;
+mod trust;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
 #[allow(unsafe_code)]
 mod sys;
@@ -288,8 +360,8 @@ pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
 pub use inspect::{
-    Finding, InspectOptions, LockReport, LockState, Severity, Status, Unhealthy, inspect,
-    inspect_dir,
+    Finding, InspectOptions, LockReport, LockState, Severity, Status, TimeField, Unhealthy,
+    inspect, inspect_dir,
 };
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};

@@ -196,7 +196,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
 }
 
 /// flock(1)'s status for a lock file it cannot open: 73 (EX_CANTCREAT) on a
-/// read-only or full filesystem, 71 (EX_OSERR) when out of descriptors or
+/// read-only or full filesystem or a planted file, 71 (EX_OSERR) when out of descriptors or
 /// memory, 66 (EX_NOINPUT) otherwise.
 fn flock_open_status(e: &Error) -> i32 {
     use std::error::Error as _;
@@ -205,7 +205,10 @@ fn flock_open_status(e: &Error) -> i32 {
         .and_then(|s| s.downcast_ref::<io::Error>())
         .and_then(io::Error::raw_os_error);
     match (e, errno) {
-        (Error::ReadOnlyFilesystem { .. } | Error::NoSpace { .. }, _) => exit::CANNOT_LOCK,
+        (
+            Error::ReadOnlyFilesystem { .. } | Error::NoSpace { .. } | Error::PlantedFile { .. },
+            _,
+        ) => exit::CANNOT_LOCK,
         (_, Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)) => exit::OS_ERROR,
         _ => exit::NO_INPUT,
     }

@@ -25,7 +25,7 @@ use crate::{Error, LockOptions, Result, Wait};
 pub(crate) use kernel::{holder_record, take_kernel_lock};
 use kernel::{lock_or_evict, unlocked};
 pub(crate) use open::may_not_write;
-use open::{Access, check_kind, open_lock_file};
+use open::{Access, check_kind, open_lock_file, refuse_planted};
 pub(crate) use write::{acquired, owner, write_record};
 use write::{foreign_content, without_record};
 
@@ -138,6 +138,8 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             let id =
                 sys::identity_of(&file).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
             check_kind(path, opts, names_dir, &id)?;
+            // Before the wait: its owner could hold it forever.
+            refuse_planted(path, &itself, &id)?;
             if opts.evict_after.is_some() && mode == LockMode::Exclusive {
                 eviction = lock_or_evict(opts, path, &file, &wait, started)?.or(eviction);
             } else {
@@ -151,7 +153,9 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             Ok(id) => id,
             Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Stat, path, e))),
         };
-        if let Err(e) = check_kind(path, opts, names_dir, &id) {
+        if let Err(e) =
+            check_kind(path, opts, names_dir, &id).and_then(|()| refuse_planted(path, &itself, &id))
+        {
             return Err(unlocked(&file, e));
         }
         match still_named(&itself, &id) {

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::error::Operation;
 use crate::sys;
+use crate::trust::{self, DirFacts, Planted};
 use crate::{Error, LockOptions, Result};
 
 /// How a lock file was opened.
@@ -80,7 +81,49 @@ pub(super) fn open_lock_file(
             Err(e) => Err(e),
         }
     };
-    opened.map_err(|e| Error::from_io(Operation::Open, path, e).explain())
+    opened.map_err(|e| match planted_at(itself) {
+        // The kernel's own protected_regular refused it: say why in our words.
+        Some(planted) if may_not_write(&e) => planted_error(path, planted),
+        _ => Error::from_io(Operation::Open, path, e).explain(),
+    })
+}
+
+/// Refuses a planted lock file (see [`trust::planted`]), before anything
+/// waits on its lock or writes into it. The directory is looked at only
+/// when the file is not the caller's own: the common case costs nothing but
+/// the owner that the identity already carries.
+pub(super) fn refuse_planted(path: &Path, itself: &Path, id: &sys::Identity) -> Result<()> {
+    let euid = trust::euid();
+    if !id.is_regular() || id.uid == euid {
+        return Ok(());
+    }
+    let dir = DirFacts::containing(itself).map_err(|e| Error::from_io(Operation::Stat, path, e))?;
+    match trust::planted(id.uid, dir, euid) {
+        Some(planted) => Err(planted_error(path, planted)),
+        None => Ok(()),
+    }
+}
+
+/// Whether the regular file at `itself` (no symlink followed) is planted.
+fn planted_at(itself: &Path) -> Option<Planted> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(itself).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    trust::planted(
+        meta.uid(),
+        DirFacts::containing(itself).ok()?,
+        trust::euid(),
+    )
+}
+
+fn planted_error(path: &Path, planted: Planted) -> Error {
+    Error::PlantedFile {
+        path: path.to_path_buf(),
+        owner_uid: planted.owner_uid,
+        dir_owner_uid: planted.dir_owner_uid,
+    }
 }
 
 /// Refuses to lock anything but a regular file, or a directory when the

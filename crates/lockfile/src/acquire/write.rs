@@ -12,6 +12,7 @@ use crate::error::Operation;
 use crate::evict::Eviction;
 use crate::guard::LockGuard;
 use crate::record::{self, LockDocument, Release, peek};
+use crate::trust;
 use crate::{Error, LockOptions, OwnerRecord, Result};
 
 /// The guard of a lock whose file takes no record: who we are, written
@@ -103,8 +104,18 @@ pub(crate) fn write_record(
     let previous_doc = peek(previous)
         .filter(|p| p.has_history || !p.released)
         .and_then(|_| LockDocument::decode(previous).ok());
-    let last_success = previous_doc.as_ref().and_then(|doc| doc.last_success);
-    let last_run = previous_doc.as_ref().and_then(|doc| doc.last_run.clone());
+    // Nor is a time no run can have recorded yet carried on: a success "in
+    // 9999" would keep the silence alarm quiet for ever.
+    let now = record::now();
+    let last_success = previous_doc
+        .as_ref()
+        .and_then(|doc| doc.last_success)
+        .filter(|&t| trust::possible(t, now));
+    let last_run = previous_doc
+        .as_ref()
+        .and_then(|doc| doc.last_run.as_deref())
+        .filter(|run| run.times().all(|t| trust::possible(t, now)))
+        .map(|run| Box::new(run.clone()));
     // A record whose release was never going to be marked tells of no death.
     let dead_owner = previous_doc
         .filter(|doc| !doc.released && doc.owner.release == Release::Recorded)

@@ -12,7 +12,7 @@ use super::stop::Plan;
 use super::targets::find_targets;
 use crate::record::{self, Evicted};
 use crate::sys::{self, ProcessIdentity};
-use crate::{HeartbeatSource, InspectOptions, LockState, OwnerRecord};
+use crate::{Finding, HeartbeatSource, InspectOptions, LockState, OwnerRecord};
 
 /// The grace between SIGTERM and SIGKILL when nobody said: the command's
 /// `--kill-after` default, both for a `--watchdog` holder that recorded none
@@ -95,6 +95,13 @@ pub(super) fn judge(evict_after: Duration, path: &Path, file: &File) -> Judgemen
     if !names_ours() {
         return refused(Why::Replaced);
     }
+    let planted = report.findings.iter().find_map(|f| match f {
+        Finding::PlantedFile { owner_uid, .. } => Some(*owner_uid),
+        _ => None,
+    });
+    if let Some(owner_uid) = planted {
+        return refused(Why::PlantedFile { owner_uid });
+    }
     if report.state != LockState::Held {
         return Judgement::Moving(Why::UnidentifiedHolder { pid: None });
     }
@@ -129,7 +136,8 @@ pub(super) fn judge(evict_after: Duration, path: &Path, file: &File) -> Judgemen
         return Judgement::Moving(Why::Resumed);
     }
     let plan = Plan {
-        targets,
+        targets: targets.list,
+        uid: targets.uid,
         evicted: Evicted {
             token: owner.token,
             pid: owner.pid,

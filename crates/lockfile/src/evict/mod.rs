@@ -10,8 +10,9 @@
 //!
 //! # The procedure
 //!
-//! 1. **Judge the record.** From `inspect`: the lock is held, the file holds
-//!    an unreleased record of ours, the record promises a heartbeat that is
+//! 1. **Judge the record.** From `inspect`: the file is not planted (its
+//!    owner could write any record and any heartbeat), the lock is held,
+//!    the file holds an unreleased record of ours, the record promises a heartbeat that is
 //!    not a wrapper's, it was written on this host in this boot, and it
 //!    carries the start time and PID namespace that, with the PID, name one
 //!    process. Then the silence: longer than `evict_after`, and longer than
@@ -26,11 +27,14 @@
 //!    descendants (by their parent links, read while the parent's pidfd is
 //!    known to be alive), and every process that holds the kernel lock
 //!    (from the kernel's lock table and every process's descriptors, read
-//!    again through the pidfd's window). A holder must be the owner, a
-//!    descendant, or share the owner's own lock (the owner holds it: an
-//!    exclusive flock is one lock, shared only by inheritance, or by
-//!    passing the descriptor on); such a holder's descendants are stopped
-//!    too. Every one must be of our uid, or we root, and this process must
+//!    again through the pidfd's window). Every holder must be the owner or
+//!    one of its descendants: a holder outside that tree refuses the
+//!    eviction, even one that shares the owner's own open file, since a
+//!    descriptor can be passed to any process (SCM_RIGHTS) or kept by a
+//!    daemon that left the tree, and whoever wrote the record would aim our
+//!    signals at it. The owner must run as one uid, real and effective, and
+//!    every process to stop as that uid too; unless we are root, it must be
+//!    ours, and as root the lock file must belong to it. This process must
 //!    not be among them. Otherwise nothing is sent.
 //! 4. **Last look.** The heartbeat must not have moved since the judgement.
 //! 5. **Stop**, through the pidfds only: SIGTERM and SIGCONT to all, and to

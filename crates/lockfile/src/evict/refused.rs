@@ -106,7 +106,10 @@ pub enum EvictionRefused {
         found: u64,
     },
     /// A process holds the lock that is neither the recorded owner nor one
-    /// of its descendants, while the owner does not hold the lock itself.
+    /// of its descendants. Sharing the owner's open file proves nothing: a
+    /// descriptor can be passed to any process (SCM_RIGHTS) or outlive the
+    /// run in a daemon that left its tree, and such a process is never
+    /// stopped for the record's sake.
     #[error(
         "pid {pid} holds the lock but is neither its recorded owner nor one of the owner's descendants"
     )]
@@ -135,6 +138,49 @@ pub enum EvictionRefused {
         pid: u32,
         /// Its real or effective uid, whichever is not ours, when readable.
         uid: Option<u32>,
+    },
+    /// A process that would be stopped does not run as the owner's uid,
+    /// both real and effective (or the owner itself runs as two uids, or
+    /// its uids could not be read). Root is no exception: a tree of mixed
+    /// users is not one run's to stop.
+    #[error("pid {pid} runs as {}, and every process to stop must run as {}, real and effective",
+        match uids {
+            Some((real, effective)) => format!("real uid {real}, effective uid {effective}"),
+            None => "uids that cannot be read".to_owned(),
+        },
+        match owner {
+            Some(uid) => format!("the owner's uid {uid}"),
+            None => "the owner's one uid".to_owned(),
+        }
+    )]
+    MixedUids {
+        /// The process's PID.
+        pid: u32,
+        /// Its real and effective uids, when readable.
+        uids: Option<(u32, u32)>,
+        /// The owner's uid, when it runs as one.
+        owner: Option<u32>,
+    },
+    /// As root: the lock file belongs to another uid than the one its
+    /// recorded owner runs as. Whoever owns the file wrote the record, and
+    /// its say-so does not aim root's signals at another user's processes.
+    #[error("the lock file belongs to uid {file_uid}, but its owner runs as uid {owner_uid}")]
+    FileOfAnotherUser {
+        /// The lock file's owner (`st_uid`).
+        file_uid: u32,
+        /// The uid the recorded owner runs as.
+        owner_uid: u32,
+    },
+    /// The lock file is planted (see
+    /// [`Finding::PlantedFile`](crate::Finding::PlantedFile)): its owner
+    /// writes its record and sets its heartbeat at will, so neither says
+    /// anything about a holder.
+    #[error(
+        "the lock file is planted (owned by uid {owner_uid} in a shared sticky directory), so nothing in it is trusted"
+    )]
+    PlantedFile {
+        /// The file's owner.
+        owner_uid: u32,
     },
     /// This process would be among those stopped: the holder is this
     /// process or one of its ancestors.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::eviction::Eviction;
 use super::refused::EvictionRefused;
-use super::targets::{Target, adopt_descendants, not_ours};
+use super::targets::{Target, adopt_descendants};
 use crate::history::LastRun;
 use crate::record::Evicted;
 use crate::sys::{self, Pidfd, ProcessIdentity};
@@ -25,6 +25,8 @@ const KILL_ROUNDS: usize = 100;
 pub(super) struct Plan {
     /// The owner first.
     pub(super) targets: Vec<Target>,
+    /// The uid every target runs as: the owner's.
+    pub(super) uid: u32,
     pub(super) evicted: Evicted,
     pub(super) started_at: SystemTime,
     pub(super) previous_run: Option<LastRun>,
@@ -115,15 +117,16 @@ impl Plan {
     }
 
     /// Adds the descendants forked since the last walk, verified as the
-    /// first ones were, and sends them `signals`. A new one that is not ours
-    /// to stop is left alone. Returns how many were added.
+    /// first ones were, and sends them `signals`. A new one that does not run
+    /// as the owner's uid (a setuid program it started) is left alone.
+    /// Returns how many were added.
     fn adopt_more(&mut self, me: &ProcessIdentity, signals: &[i32]) -> usize {
         let before = self.targets.len();
         // A pidfd that cannot be opened now only ends the walk early; the
         // ones found so far are stopped all the same.
         let _ = adopt_descendants(&mut self.targets, &sys::process_table());
         let mut added: Vec<Target> = self.targets.drain(before..).collect();
-        added.retain(|t| t.pidfd.pid() != me.pid && not_ours(t).is_none());
+        added.retain(|t| t.pidfd.pid() != me.pid && t.runs_as(self.uid));
         for target in &added {
             for &signal in signals {
                 send(target, signal);

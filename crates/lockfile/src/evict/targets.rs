@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 
 use super::refused::EvictionRefused;
 use crate::OwnerRecord;
@@ -18,8 +19,27 @@ pub(super) struct Target {
     uids: Option<(u32, u32)>,
 }
 
+impl Target {
+    /// Whether it runs as `uid` alone: real and effective.
+    pub(super) fn runs_as(&self, uid: u32) -> bool {
+        self.uids == Some((uid, uid))
+    }
+}
+
+/// Everyone to stop, and the one uid they all run as.
+#[derive(Debug)]
+pub(super) struct Targets {
+    /// The owner first.
+    pub(super) list: Vec<Target>,
+    /// The owner's uid, which every target runs as, real and effective.
+    pub(super) uid: u32,
+}
+
 /// Verifies the owner, its descendants and the lock's holders, each through
-/// a pidfd opened before anything about it is read. The owner comes first.
+/// a pidfd opened before anything about it is read. Every holder of the
+/// kernel lock must be in the owner's tree, and every process of the tree
+/// must run as the owner's uid; as root, the lock file must belong to that
+/// uid too.
 pub(super) fn find_targets(
     owner: &OwnerRecord,
     start_time: u64,
@@ -27,7 +47,7 @@ pub(super) fn find_targets(
     file: &File,
     id: &sys::Identity,
     me: &ProcessIdentity,
-) -> Result<Vec<Target>, EvictionRefused> {
+) -> Result<Targets, EvictionRefused> {
     use EvictionRefused as Why;
     let table = sys::process_table();
     let pid = resolve_pid(owner.pid, pid_namespace, me, &table)?;
@@ -37,7 +57,6 @@ pub(super) fn find_targets(
         .filter(|s| !s.exited)
         .ok_or(Why::OwnerGone { pid })?;
     let uids = sys::process_uids(pid);
-    let owner_holds = sys::process_hold(pid, id.dev, id.ino).is_some();
     if pidfd.has_exited() {
         return Err(Why::OwnerGone { pid });
     }
@@ -48,15 +67,17 @@ pub(super) fn find_targets(
             found: stat.start_time,
         });
     }
-    let mut targets = vec![Target { pidfd, uids }];
+    let owner_target = Target { pidfd, uids };
+    let uid = owner_uid(&owner_target, file, me)?;
+    let mut targets = vec![owner_target];
     adopt_descendants(&mut targets, &table)?;
     // Before the holders: another user's descriptors are not ours to read,
     // so its tree would only look unidentified.
-    check_targets(&targets, me)?;
+    check_targets(&targets, uid, me)?;
     let tree: HashSet<u32> = targets.iter().map(|t| t.pidfd.pid()).collect();
 
     // Every process that holds the kernel lock: the table's takers, and
-    // whoever holds it through an inherited descriptor.
+    // whoever holds it through an inherited or passed descriptor.
     let table_err = |source| Why::Failed {
         what: "read the kernel lock table to judge",
         pid,
@@ -83,12 +104,13 @@ pub(super) fn find_targets(
             holders += usize::from(sys::process_hold(holder, id.dev, id.ino).is_some());
             continue;
         }
+        // Opened before its descriptors are read: what they say is of the
+        // process the pidfd names, if it still lives after.
         let Some(pidfd) = open_pidfd(holder)? else {
             continue;
         };
         let holds = sys::process_hold(holder, id.dev, id.ino).is_some();
         let readable = sys::descriptors_readable(holder);
-        let uids = sys::process_uids(holder);
         if pidfd.has_exited() {
             continue;
         }
@@ -98,22 +120,63 @@ pub(super) fn find_targets(
             // someone else's by now.
             (false, true) => continue,
             (false, false) => return Err(Why::UnidentifiedHolder { pid: Some(holder) }),
-            (true, _) if !owner_holds => return Err(Why::UnrelatedHolder { pid: holder }),
-            // It shares the owner's own lock (an exclusive flock is one
-            // lock): it got the descriptor from the owner's run.
-            (true, _) => {}
+            // Sharing the owner's open file proves nothing about whose it
+            // is: a descriptor can be passed to anyone (SCM_RIGHTS), or
+            // outlive the run in a daemon that left its tree. Stopping such
+            // a holder would let whoever wrote the record aim our signals.
+            (true, _) => return Err(Why::UnrelatedHolder { pid: holder }),
         }
-        holders += 1;
-        targets.push(Target { pidfd, uids });
     }
     if holders == 0 {
         return Err(Why::UnidentifiedHolder { pid: None });
     }
-    // A holder outside the owner's tree brings its own descendants: all of
-    // it is the hung run's.
-    adopt_descendants(&mut targets, &table)?;
-    check_targets(&targets, me)?;
-    Ok(targets)
+    Ok(Targets { list: targets, uid })
+}
+
+/// The one uid the owner runs as, real and effective, which must be ours
+/// unless we are root; as root, the lock file must belong to it too, so
+/// that a record in another user's file cannot aim root's signals at a
+/// third user's processes.
+fn owner_uid(owner: &Target, file: &File, me: &ProcessIdentity) -> Result<u32, EvictionRefused> {
+    let pid = owner.pidfd.pid();
+    if pid == me.pid {
+        return Err(EvictionRefused::WouldStopItself);
+    }
+    let uid = match owner.uids {
+        Some((real, effective)) if real == effective => real,
+        uids => {
+            return Err(EvictionRefused::MixedUids {
+                pid,
+                uids,
+                owner: uids.map(|(real, _)| real),
+            });
+        }
+    };
+    let euid = rustix::process::geteuid();
+    if !euid.is_root() {
+        if uid != euid.as_raw() {
+            return Err(EvictionRefused::OtherUser {
+                pid,
+                uid: Some(uid),
+            });
+        }
+        return Ok(uid);
+    }
+    let file_uid = file
+        .metadata()
+        .map_err(|source| EvictionRefused::Failed {
+            what: "read the owner of the lock file held by",
+            pid,
+            source,
+        })?
+        .uid();
+    if file_uid != uid {
+        return Err(EvictionRefused::FileOfAnotherUser {
+            file_uid,
+            owner_uid: uid,
+        });
+    }
+    Ok(uid)
 }
 
 /// Adds the descendants of `targets`, from `table` (parent links), each
@@ -151,33 +214,28 @@ pub(super) fn adopt_descendants(
     Ok(targets.len() - before)
 }
 
-/// Every target must be of our uid (or we root), and we not among them.
-fn check_targets(targets: &[Target], me: &ProcessIdentity) -> Result<(), EvictionRefused> {
+/// Every target must run as the owner's `uid` (real and effective), and we
+/// must not be among them. Root is no exception: a tree of mixed users is
+/// not one run's.
+fn check_targets(
+    targets: &[Target],
+    uid: u32,
+    me: &ProcessIdentity,
+) -> Result<(), EvictionRefused> {
     for target in targets {
         let pid = target.pidfd.pid();
         if pid == me.pid {
             return Err(EvictionRefused::WouldStopItself);
         }
-        if let Some(uid) = not_ours(target) {
-            return Err(EvictionRefused::OtherUser { pid, uid });
+        if !target.runs_as(uid) {
+            return Err(EvictionRefused::MixedUids {
+                pid,
+                uids: target.uids,
+                owner: Some(uid),
+            });
         }
     }
     Ok(())
-}
-
-/// `Some` when the target is not ours to stop (it is of another uid, and we
-/// are not root): that uid, when it could be read.
-pub(super) fn not_ours(target: &Target) -> Option<Option<u32>> {
-    let euid = rustix::process::geteuid();
-    if euid.is_root() {
-        return None;
-    }
-    let ours = euid.as_raw();
-    match target.uids {
-        Some((real, effective)) if real == ours && effective == ours => None,
-        Some((real, effective)) => Some(Some(if real == ours { effective } else { real })),
-        None => Some(None),
-    }
 }
 
 /// Opens a pidfd; `None` when no process has the PID.

@@ -2,7 +2,7 @@
 //! the numbers that prove it.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Serialize, Serializer};
 
@@ -165,12 +165,76 @@ pub enum Finding {
         #[serde(rename = "expect_every_seconds", serialize_with = "secs")]
         expect_every: Duration,
     },
+    /// The file is planted: it sits in a sticky directory that its group or
+    /// everyone may write, and neither the inspecting user nor the
+    /// directory's owner owns it (the kernel's `fs.protected_regular`
+    /// rule). Its owner can rewrite it, set its times and unlink it at will,
+    /// so nothing in it that acts is trusted: no heartbeat, no success, no
+    /// run history, and no eviction.
+    PlantedFile {
+        /// The file's owner.
+        owner_uid: u32,
+        /// The owner of its directory.
+        directory_owner_uid: u32,
+    },
+    /// A time in the file lies more than a minute in the future: no run can
+    /// have recorded it yet. It is not believed (a success "0 s ago", a
+    /// heartbeat that never ages), and no later run carries it forward.
+    FutureTime {
+        /// Which time.
+        field: TimeField,
+        /// The time, as the file has it.
+        #[serde(serialize_with = "rfc3339_time")]
+        time: SystemTime,
+        /// How far it lies ahead of the clock.
+        #[serde(rename = "ahead_seconds", serialize_with = "secs")]
+        ahead: Duration,
+    },
+}
+
+/// Which time of a lock file a [`Finding::FutureTime`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TimeField {
+    /// When the recorded owner took the lock.
+    Acquired,
+    /// The file's modification time: the last heartbeat.
+    Heartbeat,
+    /// The last recorded success.
+    LastSuccess,
+    /// A time of the last run: its start, end or last failure.
+    LastRun,
+}
+
+impl TimeField {
+    /// `acquired`, `heartbeat`, `last_success` or `last_run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeField::Acquired => "acquired",
+            TimeField::Heartbeat => "heartbeat",
+            TimeField::LastSuccess => "last_success",
+            TimeField::LastRun => "last_run",
+        }
+    }
+}
+
+impl fmt::Display for TimeField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeField::Acquired => "acquisition",
+            TimeField::Heartbeat => "heartbeat",
+            TimeField::LastSuccess => "last success",
+            TimeField::LastRun => "last run",
+        })
+    }
 }
 
 impl Finding {
     /// The finding's stable name: `aged`, `heartbeat_silent`, `foreign_host`,
     /// `owner_dead`, `holder_mismatch`, `network_filesystem`,
-    /// `never_succeeded` or `silent`.
+    /// `never_succeeded`, `silent`, `overrunning`, `planted_file` or
+    /// `future_time`.
     pub fn kind(&self) -> &'static str {
         match self {
             Finding::Aged { .. } => "aged",
@@ -182,6 +246,8 @@ impl Finding {
             Finding::NeverSucceeded { .. } => "never_succeeded",
             Finding::Silent { .. } => "silent",
             Finding::Overrunning { .. } => "overrunning",
+            Finding::PlantedFile { .. } => "planted_file",
+            Finding::FutureTime { .. } => "future_time",
         }
     }
 
@@ -264,8 +330,25 @@ impl fmt::Display for Finding {
                 d(since_success),
                 d(expect_every)
             ),
+            Finding::PlantedFile {
+                owner_uid,
+                directory_owner_uid,
+            } => write!(
+                f,
+                "the file is owned by uid {owner_uid}, in a sticky directory that others may write and that uid {directory_owner_uid} owns: its owner can rewrite, backdate or unlink it at will, so nothing in it is trusted (the fs.protected_regular rule)"
+            ),
+            Finding::FutureTime { field, time, ahead } => write!(
+                f,
+                "the {field} time {} lies {} in the future: it is not believed",
+                crate::rfc3339::display(*time),
+                d(ahead)
+            ),
         }
     }
+}
+
+fn rfc3339_time<S: Serializer>(t: &SystemTime, s: S) -> std::result::Result<S::Ok, S::Error> {
+    crate::rfc3339::serialize(t, s)
 }
 
 fn secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {

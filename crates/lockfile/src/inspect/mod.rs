@@ -14,7 +14,7 @@ mod scan;
 use std::io;
 use std::path::Path;
 
-pub use finding::{Finding, Severity, Status};
+pub use finding::{Finding, Severity, Status, TimeField};
 pub use health::Unhealthy;
 pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::open_for_inspect;
@@ -62,6 +62,10 @@ impl InspectOptions {
         let dir = dir.as_ref();
         let mut scan = Scan::new(self, dir)?;
         let dir_fd = open_dir(dir)?;
+        // The directory its files were opened from, for the planted rule.
+        if let Ok(meta) = dir_fd.metadata() {
+            scan.in_dir(crate::trust::DirFacts::of(&meta));
+        }
         let entries = lock_files(dir, &dir_fd)?;
         let mut reports = Vec::with_capacity(entries.len() + 1);
         match scan.own_lock(dir, &dir_fd) {

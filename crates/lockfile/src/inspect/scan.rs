@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::finding::Finding;
+use super::finding::{Finding, TimeField};
 use super::liveness::{Liveness, holder_is_owner, holders, judge_owner};
 use super::options::InspectOptions;
 use super::report::{LockReport, LockState};
@@ -17,6 +17,7 @@ use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES, Release};
 use crate::sys::{self, KernelHold, KernelLocks, LockMode, ProcessIdentity};
+use crate::trust::{self, DirFacts, Planted};
 use crate::{Error, OwnerRecord, Result};
 
 /// State shared by every file of one inspection: the options, the kernel's
@@ -29,6 +30,11 @@ pub(super) struct Scan<'a> {
     network_fs: HashMap<u64, Option<&'static str>>,
     last_device: Option<(u64, Option<&'static str>)>,
     buf: Vec<u8>,
+    /// Who inspects, for the planted rule.
+    euid: u32,
+    /// The directory every file of the scan sits in, when the scan is of a
+    /// directory; otherwise each file's is looked at, when needed.
+    dir: Option<DirFacts>,
 }
 
 impl<'a> Scan<'a> {
@@ -46,7 +52,27 @@ impl<'a> Scan<'a> {
             network_fs: HashMap::new(),
             last_device: None,
             buf: Vec::new(),
+            euid: trust::euid(),
+            dir: None,
         })
+    }
+
+    /// Every file of this scan sits in a directory with these facts.
+    pub(super) fn in_dir(&mut self, dir: DirFacts) {
+        self.dir = Some(dir);
+    }
+
+    /// Whether the file at `path`, owned by `uid`, is planted. Its
+    /// directory is looked at only when the file is not the inspector's.
+    fn planted(&self, path: &Path, uid: u32) -> Option<Planted> {
+        if uid == self.euid {
+            return None;
+        }
+        let dir = match self.dir {
+            Some(dir) => dir,
+            None => DirFacts::containing(path).ok()?,
+        };
+        trust::planted(uid, dir, self.euid)
     }
 
     pub(super) fn report(&mut self, path: PathBuf, file: Option<File>) -> Result<LockReport> {
@@ -139,6 +165,8 @@ enum Read {
 struct Sample {
     dev: u64,
     ino: u64,
+    /// The file's owner.
+    uid: u32,
     /// How many bytes of `Scan::buf` are the file's.
     len: usize,
     doc: Option<LockDocument>,
@@ -176,7 +204,7 @@ impl Scan<'_> {
             report.holders = holders(pids, sample.dev, sample.ino);
             report.shared = *shared;
         }
-        self.findings(file, sample, liveness, report);
+        self.findings(path, file, sample, liveness, report);
         Ok(Verdict::Settled)
     }
 
@@ -235,6 +263,7 @@ impl Scan<'_> {
         Ok(Read::File(Sample {
             dev: meta.dev(),
             ino: meta.ino(),
+            uid: meta.uid(),
             len,
             doc,
             content_error,
@@ -285,6 +314,7 @@ impl Scan<'_> {
     /// Everything worth telling about a file whose state is decided.
     fn findings(
         &mut self,
+        path: &Path,
         file: &File,
         sample: Sample,
         liveness: Option<Liveness>,
@@ -292,10 +322,29 @@ impl Scan<'_> {
     ) {
         report.content_error = sample.content_error.filter(|e| *e != DecodeError::Empty);
         report.no_record = self.no_record(sample.doc.as_ref(), report, sample.dev, sample.ino);
+        // Its owner can write anything into a planted file, times included:
+        // what it says is shown, but nothing in it acts.
+        let planted = self.planted(path, sample.uid);
+        if let Some(planted) = planted {
+            report.findings.push(Finding::PlantedFile {
+                owner_uid: planted.owner_uid,
+                directory_owner_uid: planted.dir_owner_uid,
+            });
+        }
+        let trusted = planted.is_none();
         if let Some(doc) = sample.doc {
+            let success = doc
+                .last_success
+                .filter(|&t| self.believed(TimeField::LastSuccess, t, report));
+            // Every impossible time is told, not only the first.
+            let run = doc.last_run.as_deref().filter(|run| {
+                run.times()
+                    .map(|t| self.believed(TimeField::LastRun, t, report))
+                    .fold(true, |all, one| all & one)
+            });
             report.released = doc.released;
-            report.last_success = doc.last_success;
-            report.last_run = doc.last_run.as_deref().cloned();
+            report.last_success = success.filter(|_| trusted);
+            report.last_run = run.filter(|_| trusted).cloned();
             // A record that the holders could not have written (they hold
             // the file read-only, or shared) is history, no evidence against
             // them. Nor is a record whose release nobody was to mark, once
@@ -303,11 +352,16 @@ impl Scan<'_> {
             let open = !doc.released
                 && (doc.owner.release == Release::Recorded || report.state == LockState::Held);
             if open && report.no_record.is_none() {
-                report.age = Some(doc.owner.age(self.now));
-                report.heartbeat_age = report
+                let acquired = self.believed(TimeField::Acquired, doc.owner.acquired_at, report);
+                let beat = report
                     .modified
-                    .map(|m| self.now.duration_since(m).unwrap_or_default());
-                self.owner_findings(&doc.owner, liveness, report);
+                    .filter(|&m| self.believed(TimeField::Heartbeat, m, report));
+                if trusted {
+                    report.age = acquired.then(|| doc.owner.age(self.now));
+                    report.heartbeat_age =
+                        beat.map(|m| self.now.duration_since(m).unwrap_or_default());
+                    self.owner_findings(&doc.owner, liveness, report);
+                }
             }
             if report.state == LockState::Held && report.no_record.is_none() {
                 self.holder_findings(&doc, report);
@@ -323,6 +377,19 @@ impl Scan<'_> {
             });
         }
         self.network_finding(file, sample.dev, report);
+    }
+
+    /// Whether `time` is possible; a `future_time` finding when it is not.
+    fn believed(&self, field: TimeField, time: SystemTime, report: &mut LockReport) -> bool {
+        match trust::ahead(time, self.now) {
+            Some(ahead) => {
+                report
+                    .findings
+                    .push(Finding::FutureTime { field, time, ahead });
+                false
+            }
+            None => true,
+        }
     }
 
     /// A `network_filesystem` finding when `file` (on device `dev`) lives on

@@ -314,6 +314,8 @@ pub(crate) struct Identity {
     pub(crate) kind: rustix::fs::FileType,
     /// How many names the file has: 0 once it was unlinked or renamed over.
     pub(crate) links: u64,
+    /// Its owner: a file in a shared sticky directory may be planted.
+    pub(crate) uid: u32,
 }
 
 impl Identity {

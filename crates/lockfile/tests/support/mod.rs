@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -136,8 +136,24 @@ impl ChildHolder {
         kill_after_ms: Option<u64>,
         tree: bool,
     ) -> (ChildHolder, String, u32) {
-        let kill_after = kill_after_ms.map_or("-".to_owned(), |ms| ms.to_string());
         let tree = if tree { "tree" } else { "alone" };
+        ChildHolder::hold_silent_sharing(wrapper, path, interval_ms, source, kill_after_ms, tree)
+    }
+
+    /// [`ChildHolder::hold_silent`] with the lock shared as `how` says:
+    /// `tree` (a setsid'ed child), `alone` (no one), `daemon` (a process
+    /// that double-forks away from the holder's tree and keeps the
+    /// descriptor) or `other-uid` (a child that runs as uid 65534).
+    pub(crate) fn hold_silent_sharing(
+        wrapper: &[&str],
+        path: &Path,
+        interval_ms: u64,
+        source: &str,
+        kill_after_ms: Option<u64>,
+        how: &str,
+    ) -> (ChildHolder, String, u32) {
+        let kill_after = kill_after_ms.map_or("-".to_owned(), |ms| ms.to_string());
+        let tree = how;
         let mut holder = ChildHolder::spawn_under(
             wrapper,
             &format!(
@@ -266,24 +282,103 @@ fn run_child(action: &str) -> i32 {
                 opts.kill_after(Duration::from_millis(ms));
             }
             let mut guard = opts.acquire(path).expect("child acquire");
-            let tree_pid = if *tree == "tree" {
-                // The descriptor without close-on-exec: the sleep inherits
-                // the lock. `trap ""` leaves SIGTERM ignored across exec.
-                let shared = guard.share_with_children().unwrap();
-                // Never waited for: it is to outlive this process, as a
-                // leftover of a hung run does, until the eviction stops it.
-                #[allow(clippy::zombie_processes)]
-                let sleep = Command::new("sh")
-                    .args(["-c", "trap '' TERM; exec setsid sleep 60"])
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .expect("spawn setsid sleep");
-                drop(shared);
-                sleep.id()
-            } else {
-                0
+            let tree_pid = match *tree {
+                "tree" => {
+                    // The descriptor without close-on-exec: the sleep inherits
+                    // the lock. `trap ""` leaves SIGTERM ignored across exec.
+                    let shared = guard.share_with_children().unwrap();
+                    // Never waited for: it is to outlive this process, as a
+                    // leftover of a hung run does, until the eviction stops it.
+                    #[allow(clippy::zombie_processes)]
+                    let sleep = Command::new("sh")
+                        .args(["-c", "trap '' TERM; exec setsid sleep 60"])
+                        .stdout(Stdio::null())
+                        .spawn()
+                        .expect("spawn setsid sleep");
+                    drop(shared);
+                    sleep.id()
+                }
+                "other-uid" => {
+                    let shared = guard.share_with_children().unwrap();
+                    #[allow(clippy::zombie_processes)]
+                    let mut sleep = Command::new("setpriv")
+                        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                        .args(["sh", "-c", "echo switched; exec sleep 60"])
+                        .stdout(Stdio::piped())
+                        .spawn()
+                        .expect("spawn setpriv sleep");
+                    drop(shared);
+                    // Its line comes after setpriv changed its uids: from
+                    // then on it is another user's process.
+                    let mut line = String::new();
+                    BufReader::new(sleep.stdout.take().unwrap())
+                        .read_line(&mut line)
+                        .unwrap();
+                    assert_eq!(line.trim(), "switched");
+                    sleep.id()
+                }
+                "daemon" => {
+                    // The shell forks the daemon and exits at once, so the
+                    // daemon is reparented out of this tree (to init or a
+                    // subreaper) before `output` returns: a double fork.
+                    let shared = guard.share_with_children().unwrap();
+                    let out = Command::new("sh")
+                        .args(["-c", "setsid sleep 60 </dev/null >/dev/null 2>&1 & echo $!"])
+                        .stderr(Stdio::inherit())
+                        .output()
+                        .expect("spawn the daemon");
+                    drop(shared);
+                    String::from_utf8(out.stdout)
+                        .unwrap()
+                        .trim()
+                        .parse()
+                        .unwrap()
+                }
+                _ => 0,
             };
             println!("ready {} {tree_pid}", guard.record().token);
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        // The attacker: take the lock promising a heartbeat every 100 ms,
+        // make it look silent for an hour, pass the locked descriptor to
+        // whoever listens at `socket` (SCM_RIGHTS), say "ready" and hang on
+        // to the lock.
+        ["attack-pass", path, socket] => {
+            let guard = LockOptions::new()
+                .job("attack")
+                .heartbeat_interval(Duration::from_millis(100))
+                .acquire(path)
+                .expect("attacker acquire");
+            std::fs::File::open(path)
+                .unwrap()
+                .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+                .unwrap();
+            let stream = std::os::unix::net::UnixStream::connect(socket).expect("connect");
+            send_descriptor(&stream, guard.as_fd());
+            println!("ready {}", guard.record().token);
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        // The victim: a daemon that listens at `socket` (open to all), keeps
+        // the one descriptor it is sent, starts a worker and says
+        // "ready WORKER_PID"; it says "listening" first.
+        ["victim-daemon", socket] => {
+            use std::os::unix::fs::PermissionsExt;
+            let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind");
+            std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+            println!("listening");
+            let (stream, _) = listener.accept().expect("accept");
+            let _kept = receive_descriptor(&stream);
+            #[allow(clippy::zombie_processes)]
+            let worker = Command::new("sleep")
+                .arg("60")
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("spawn the worker");
+            println!("ready {}", worker.id());
             loop {
                 std::thread::sleep(Duration::from_secs(3600));
             }
@@ -457,6 +552,44 @@ fn contend(path: &Path, marker: &Path, rounds: u32) -> i32 {
     0
 }
 
+/// Sends `fd` over `stream` with one byte, as SCM_RIGHTS.
+fn send_descriptor(stream: &std::os::unix::net::UnixStream, fd: BorrowedFd<'_>) {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [fd];
+    assert!(control.push(SendAncillaryMessage::ScmRights(&fds)));
+    sendmsg(
+        stream,
+        &[std::io::IoSlice::new(b"x")],
+        &mut control,
+        SendFlags::empty(),
+    )
+    .expect("sendmsg");
+}
+
+/// Receives the descriptor that [`send_descriptor`] sent.
+fn receive_descriptor(stream: &std::os::unix::net::UnixStream) -> std::os::fd::OwnedFd {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let mut byte = [0u8; 1];
+    recvmsg(
+        stream,
+        &mut [std::io::IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )
+    .expect("recvmsg");
+    control
+        .drain()
+        .find_map(|message| match message {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        })
+        .expect("a descriptor")
+}
+
 /// Has flock(1) take the lock at `path` and start a background `sleep` that
 /// inherits the descriptor, then exit: only the sleep holds the lock after.
 /// Returns the sleep's PID.
@@ -474,6 +607,91 @@ pub(crate) fn leave_background_holder(path: &Path) -> u32 {
         .trim()
         .parse()
         .unwrap()
+}
+
+/// The uids an attacker and a victim run as, in the tests that play them:
+/// unprivileged, and no one else's.
+pub(crate) const ATTACKER: u32 = 64_001;
+pub(crate) const VICTIM: u32 = 64_002;
+
+/// A `setpriv` prefix that runs a command as `uid` (and the group of that
+/// number), without supplementary groups. Only uids the tests name.
+pub(crate) fn as_user(uid: u32) -> &'static [&'static str] {
+    match uid {
+        ATTACKER => &[
+            "setpriv",
+            "--reuid=64001",
+            "--regid=64001",
+            "--clear-groups",
+        ],
+        VICTIM => &[
+            "setpriv",
+            "--reuid=64002",
+            "--regid=64002",
+            "--clear-groups",
+        ],
+        _ => panic!("no setpriv prefix for uid {uid}"),
+    }
+}
+
+/// Runs `program` with `args` as the attacker; panics unless it succeeds.
+pub(crate) fn as_attacker(program: &str, args: &[&std::ffi::OsStr], envs: &[(&str, &str)]) {
+    let (setpriv, options) = as_user(ATTACKER).split_first().unwrap();
+    let status = Command::new(setpriv)
+        .args(options)
+        .arg(program)
+        .args(args)
+        .envs(envs.iter().copied())
+        .status()
+        .expect("run setpriv");
+    assert!(status.success(), "{program} as the attacker: {status}");
+}
+
+/// `fs.protected_regular` set to 0 while it lives, then put back: the
+/// kernel would otherwise refuse root's own writes into another user's
+/// file in a sticky directory, and a test of our rule must meet the file,
+/// not the kernel's refusal. Tests that hold one are serialised through a
+/// lock file, so that none restores the value under another.
+pub(crate) struct ProtectedRegularOff {
+    previous: String,
+    _serial: std::fs::File,
+}
+
+const PROTECTED_REGULAR: &str = "/proc/sys/fs/protected_regular";
+
+impl ProtectedRegularOff {
+    pub(crate) fn new() -> ProtectedRegularOff {
+        require_root("sets fs.protected_regular");
+        let serial = std::fs::File::create(
+            std::env::temp_dir().join("lockfile-tests-protected-regular.lock"),
+        )
+        .unwrap();
+        serial.lock().unwrap();
+        let previous = std::fs::read_to_string(PROTECTED_REGULAR).unwrap();
+        std::fs::write(PROTECTED_REGULAR, "0").unwrap();
+        ProtectedRegularOff {
+            previous,
+            _serial: serial,
+        }
+    }
+}
+
+impl Drop for ProtectedRegularOff {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PROTECTED_REGULAR, self.previous.trim());
+    }
+}
+
+/// A directory shared the way `/tmp` is (root's, sticky, everyone may
+/// write), inside a fresh temporary directory that everyone may enter.
+pub(crate) fn shared_sticky_dir() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    (dir, shared)
 }
 
 /// A fresh temporary directory for one test.

@@ -662,7 +662,17 @@ fn a_copy_of_the_binary_alone_answers_every_command_line() {
     assert!(String::from_utf8_lossy(&version.stdout).contains(env!("CARGO_PKG_VERSION")));
     ok(&["run", "-n", "--job", "alone", s(&lock), "true"]);
     // A run whose COMMAND beats, as a --watchdog COMMAND does.
-    ok(&["run", "--job", "alone", "--watchdog", "10", s(&lock), "--", s(&alone), "beat"]);
+    ok(&[
+        "run",
+        "--job",
+        "alone",
+        "--watchdog",
+        "10",
+        s(&lock),
+        "--",
+        s(&alone),
+        "beat",
+    ]);
     let out = ok(&["inspect", "--json", s(&lock)]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report[0]["owner"]["job"], "alone", "{report}");

@@ -23,6 +23,12 @@
 //! Metrics are best effort: a write that fails is reported once on stderr,
 //! and never changes the run's exit status.
 //!
+//! DIR may be shared (a textfile directory that several users write), so
+//! any of the three names may have been planted. Each is opened as
+//! [`crate::files`] does it: no symlink followed, no FIFO waited on, regular
+//! files only, and at most [`READ_LIMIT`] bytes read; anything else fails
+//! the write, and the name is left as it was.
+//!
 //! A wrapper that is SIGKILLed leaves `lockfile_run_running 1` behind;
 //! nothing can prevent that. The next run of the same lock writes it anew,
 //! and `lockfile inspect --format prometheus` tells the lock's truth at any
@@ -36,6 +42,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::Outcome;
 
+use crate::files;
 use crate::monitor::exposition::{self, Exposition, Family, Kind, Sample};
 
 /// Every outcome, in the order the file lists them. Each is exported from
@@ -88,6 +95,11 @@ const OUTCOMES_TOTAL: Family = Family {
     help: "Finished runs, by how they ended.",
     kind: Kind::Counter,
 };
+
+/// The largest metrics file read back. A lock's figures take about 2 KiB,
+/// so ours stay far below it; a larger file is not ours, and reading it
+/// whole could exhaust memory.
+const READ_LIMIT: u64 = 1 << 20;
 
 /// The longest a writer waits for the side lock. Writers hold it for one
 /// read and one write of a small file; one stopped in between (SIGSTOP)
@@ -196,15 +208,14 @@ impl MetricsSink {
 
     fn try_update(&self, change: impl FnOnce(&mut Figures)) -> io::Result<()> {
         let _side = lock_side_file(&self.side_lock)?;
-        let previous = match std::fs::read_to_string(&self.file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
+        let previous = match files::read_bounded(&self.file, READ_LIMIT)? {
+            None => String::new(),
+            Some((bytes, _)) => String::from_utf8(bytes).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
                     format!("cannot read `{}`: {e}", self.file.display()),
-                ));
-            }
+                )
+            })?,
         };
         let mut all = read_figures(&exposition::parse(&previous));
         let key = (self.job.clone(), self.lock.clone());
@@ -241,23 +252,20 @@ fn lock_side_file(path: &Path) -> io::Result<File> {
     let named = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("cannot {what} `{}`: {e}", path.display()))
     };
-    let file = OpenOptions::new()
-        .read(true)
-        .write(false)
-        .create(false)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .or_else(|e| match e.kind() {
-            io::ErrorKind::NotFound => OpenOptions::new()
+    let file = files::open_regular(path, OpenOptions::new().read(true), "open").or_else(|e| {
+        if !e.is_not_found() {
+            return Err(e);
+        }
+        files::open_regular(
+            path,
+            OpenOptions::new()
                 .read(true)
                 .append(true)
                 .create(true)
-                .mode(0o644)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path),
-            _ => Err(e),
-        })
-        .map_err(|e| named("open", e))?;
+                .mode(0o644),
+            "create",
+        )
+    })?;
     let deadline = Instant::now() + SIDE_LOCK_PATIENCE;
     let mut pause = Duration::from_millis(1);
     loop {

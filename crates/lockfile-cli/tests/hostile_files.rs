@@ -8,10 +8,10 @@
 
 mod common;
 
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{MetadataExt as _, symlink};
 use std::path::{Path, PathBuf};
 
-use common::{BoundedOutput as _, Dir, code, lockfile, run_output, s, stderr};
+use common::{BoundedOutput as _, Dir, code, lockfile, require_root, run_output, s, stderr};
 
 /// Something an attacker leaves at a name.
 #[derive(Clone, Copy, Debug)]
@@ -185,4 +185,115 @@ fn a_planted_inspect_output_is_refused_and_left_as_it_was() {
         assert!(err.contains(s(&output)), "{plant:?}: names the path: {err}");
         plant.assert_intact(&output, &victim);
     }
+}
+// ---------------------------------------------------------------------------
+// Metrics we did not write
+
+/// A metrics file for job `backup` on `lock` with the given figures, as
+/// someone else might plant it.
+fn planted_figures(lock: &Path, consecutive_failures: &str, last_success: &str) -> String {
+    let labels = format!("lockfile_job=\"backup\",lock=\"{}\"", lock.display());
+    format!(
+        "lockfile_run_running{{{labels}}} 0\n\
+         lockfile_run_last_success_timestamp_seconds{{{labels}}} {last_success}\n\
+         lockfile_run_consecutive_failures{{{labels}}} {consecutive_failures}\n\
+         lockfile_run_outcomes_total{{{labels},outcome=\"failed\"}} 40\n"
+    )
+}
+
+/// The value of `name` for job `backup` on `lock` (and `outcome`, for the
+/// outcome counter) in `file`, if any.
+fn figure(file: &Path, name: &str, lock: &Path, outcome: Option<&str>) -> Option<f64> {
+    let mut key = format!(
+        "{name}{{lockfile_job=\"backup\",lock=\"{}\"",
+        lock.display()
+    );
+    if let Some(outcome) = outcome {
+        key.push_str(&format!(",outcome=\"{outcome}\""));
+    }
+    key.push('}');
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+/// Runs a failing `backup` once over `planted`, and checks that nothing of
+/// it was carried forward and that stderr said so once, naming the file.
+fn assert_started_anew(dir: &Dir, planted: &Path, lock: &Path) {
+    let marker = dir.path("ran");
+    let out = run_backup(dir.tmp.path(), lock, &marker, 4);
+    assert!(marker.exists(), "COMMAND did not run");
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "said once: {err}");
+    assert!(err.contains(s(planted)), "names the path: {err}");
+    let f = |name| figure(planted, name, lock, None);
+    assert_eq!(f("lockfile_run_consecutive_failures"), Some(1.0));
+    assert_eq!(
+        f("lockfile_run_last_success_timestamp_seconds").unwrap_or(0.0),
+        0.0
+    );
+    let failed = figure(planted, "lockfile_run_outcomes_total", lock, Some("failed"));
+    assert_eq!(failed, Some(1.0));
+
+    // The next run carries our own figures forward, silently.
+    let out = run_backup(dir.tmp.path(), lock, &marker, 4);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert_eq!(f("lockfile_run_consecutive_failures"), Some(2.0));
+}
+
+#[test]
+fn impossible_figures_are_not_carried_forward() {
+    for (failures, success) in [
+        ("-1000000", "99999999999"),
+        ("-1000000", "1700000000"),
+        ("3", "99999999999"),
+        ("NaN", "1700000000"),
+        ("2.5", "1700000000"),
+    ] {
+        let dir = Dir::new();
+        let lock = dir.path("backup.lock");
+        let file = MetricsName::File.in_dir(dir.tmp.path());
+        std::fs::write(&file, planted_figures(&lock, failures, success)).unwrap();
+        assert_started_anew(&dir, &file, &lock);
+    }
+}
+
+#[test]
+fn plausible_figures_of_ours_are_carried_forward() {
+    let dir = Dir::new();
+    let lock = dir.path("backup.lock");
+    let file = MetricsName::File.in_dir(dir.tmp.path());
+    std::fs::write(&file, planted_figures(&lock, "3", "1700000000")).unwrap();
+    let out = run_backup(dir.tmp.path(), &lock, &dir.path("ran"), 4);
+    assert_eq!(code(&out), 4);
+    assert_eq!(stderr(&out), "");
+    let f = |name| figure(&file, name, &lock, None);
+    assert_eq!(f("lockfile_run_consecutive_failures"), Some(4.0));
+    assert_eq!(
+        f("lockfile_run_last_success_timestamp_seconds"),
+        Some(1_700_000_000.0)
+    );
+    let failed = figure(&file, "lockfile_run_outcomes_total", &lock, Some("failed"));
+    assert_eq!(failed, Some(41.0));
+}
+
+#[test]
+#[ignore = "needs root: a metrics file owned by another uid (chown)"]
+fn another_users_metrics_file_is_not_carried_forward() {
+    require_root("chown a file to another uid");
+    let dir = Dir::new();
+    // Not sticky: root's rename may replace a file it does not own, as in
+    // a textfile dir that root owns and another user was let write to.
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir.tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let lock = dir.path("backup.lock");
+    let file = MetricsName::File.in_dir(dir.tmp.path());
+    // Figures that would pass as ours: only the owner gives it away.
+    std::fs::write(&file, planted_figures(&lock, "3", "1700000000")).unwrap();
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    assert_started_anew(&dir, &file, &lock);
+    assert_eq!(std::fs::metadata(&file).unwrap().uid(), 0);
 }

@@ -1,10 +1,12 @@
 //! Replacing a file atomically, for files that others read at any moment:
 //! node_exporter's textfile collector, or whatever reads `inspect --output`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write as _};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::files::{self, FileError};
 
 /// Replaces `path` with `contents` so that a reader sees the old file or the
 /// new one, never a part: the bytes go to `tmp` first (which must be in the
@@ -13,8 +15,10 @@ use std::path::{Path, PathBuf};
 /// 0644 whatever the umask, so that node_exporter, running as its own user,
 /// can read it.
 ///
-/// `tmp` is created afresh, never followed if it is a symlink; one left by
-/// a writer that died is removed first.
+/// `path` is replaced only if it is a regular file (or absent): a FIFO, a
+/// symlink or a directory planted there stays as it was. `tmp` is created
+/// afresh, never followed or opened if something else has the name; a
+/// regular file left there by a writer that died is removed first.
 ///
 /// # Errors
 ///
@@ -27,7 +31,10 @@ pub(crate) fn write_atomically(path: &Path, tmp: &Path, contents: &[u8]) -> io::
             format!("cannot {what} `{tmp}` to replace `{path}`: {e}"),
         )
     };
-    let mut file = create_new(tmp).map_err(|e| named("create", e))?;
+    // Not checked again before the rename: a name swapped in meanwhile is
+    // replaced, never written through, since rename(2) works on names.
+    files::replaceable(path)?;
+    let mut file = create_new(tmp)?;
     let written = file
         .set_permissions(std::fs::Permissions::from_mode(0o644))
         .and_then(|()| file.write_all(contents))
@@ -40,20 +47,17 @@ pub(crate) fn write_atomically(path: &Path, tmp: &Path, contents: &[u8]) -> io::
     written
 }
 
-fn create_new(tmp: &Path) -> io::Result<File> {
-    let open = || {
-        OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(tmp)
-    };
-    match open() {
+fn create_new(tmp: &Path) -> Result<File, FileError> {
+    match files::create_new(tmp, 0o644) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            // The litter of a writer that died between create and rename.
-            std::fs::remove_file(tmp)?;
-            open()
+            // The litter of a writer that died between create and rename:
+            // a regular file, since anything else is refused as it is.
+            std::fs::remove_file(tmp).map_err(|e| FileError::Io {
+                op: "remove the stale",
+                path: tmp.to_owned(),
+                source: e,
+            })?;
+            files::create_new(tmp, 0o644)
         }
         other => other,
     }

@@ -11,7 +11,10 @@
 //! - `monitor/`: what a run tells the monitoring system: metrics files,
 //!   pings, and the exposition format they share with `inspect`;
 //! - `flock/`: the `flock` personality, util-linux flock(1)'s command line;
-//! - `inspect/`, `check.rs`, `reap.rs`, `beat.rs`: the other subcommands.
+//! - `inspect/`, `check.rs`, `reap.rs`, `beat.rs`: the other subcommands;
+//! - `files.rs`, `atomic.rs`: the files kept beside the lock, opened and
+//!   replaced so that nothing planted in a shared directory can hang or
+//!   fool the command.
 
 /// `eprintln!` of one line for a person, escaped for the terminal (see
 /// `term`); a closed stderr is no reason to panic: a panic would unwind
@@ -49,6 +52,7 @@ mod beat;
 mod check;
 mod cli;
 mod exit;
+mod files;
 mod flock;
 mod inspect;
 mod monitor;

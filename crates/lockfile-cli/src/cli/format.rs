@@ -15,6 +15,8 @@ pub(crate) struct FormatArgs {
 
     /// Write the result to FILE instead of stdout, atomically (a temporary
     /// file, then a rename) and with mode 0644, whatever the exit status.
+    /// FILE must be a regular file or absent: a FIFO, symlink or directory
+    /// there is refused, and left as it is.
     #[arg(long, value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
 }

@@ -12,7 +12,11 @@
 //!    (not `*.prom`, which the collector would read, nor `*.lock`, which
 //!    `inspect DIR` and `reap DIR` would take for a job's lock), so that
 //!    read-modify-write cycles never interleave and no update is lost;
-//! 2. read the samples of the current file, if any;
+//! 2. read the samples of the current file, if any; a file that another
+//!    user owns, or whose figures no run of ours writes (a count below zero,
+//!    a time more than a minute ahead), is not carried forward: its owner
+//!    could mute every alert on it. The figures start anew from zero, and
+//!    stderr says so once;
 //! 3. change this lock's figures only: counters go on from the values read,
 //!    which is how they survive from run to run;
 //! 4. write the whole file to `DIR/.lockfile-<job>.prom.tmp` and rename it
@@ -23,6 +27,12 @@
 //! Metrics are best effort: a write that fails is reported once on stderr,
 //! and never changes the run's exit status.
 //!
+//! DIR may be shared (a textfile directory that several users write), so
+//! any of the three names may have been planted. Each is opened as
+//! [`crate::files`] does it: no symlink followed, no FIFO waited on, regular
+//! files only, and at most [`READ_LIMIT`] bytes read; anything else fails
+//! the write, and the name is left as it was.
+//!
 //! A wrapper that is SIGKILLed leaves `lockfile_run_running 1` behind;
 //! nothing can prevent that. The next run of the same lock writes it anew,
 //! and `lockfile inspect --format prometheus` tells the lock's truth at any
@@ -30,12 +40,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::Outcome;
 
+use crate::files;
 use crate::monitor::exposition::{self, Exposition, Family, Kind, Sample};
 
 /// Every outcome, in the order the file lists them. Each is exported from
@@ -89,6 +100,11 @@ const OUTCOMES_TOTAL: Family = Family {
     kind: Kind::Counter,
 };
 
+/// The largest metrics file read back. A lock's figures take about 2 KiB,
+/// so ours stay far below it; a larger file is not ours, and reading it
+/// whole could exhaust memory.
+const READ_LIMIT: u64 = 1 << 20;
+
 /// The longest a writer waits for the side lock. Writers hold it for one
 /// read and one write of a small file; one stopped in between (SIGSTOP)
 /// must not hold up a run for good.
@@ -122,6 +138,8 @@ pub(crate) struct MetricsSink {
     lock: String,
     /// Whether a failed write was reported already: once is enough.
     reported: bool,
+    /// Whether figures not carried forward were reported already.
+    distrust_reported: bool,
 }
 
 impl MetricsSink {
@@ -136,6 +154,7 @@ impl MetricsSink {
             job: job.to_owned(),
             lock: lock.to_owned(),
             reported: false,
+            distrust_reported: false,
         }
     }
 
@@ -194,19 +213,20 @@ impl MetricsSink {
         }
     }
 
-    fn try_update(&self, change: impl FnOnce(&mut Figures)) -> io::Result<()> {
+    fn try_update(&mut self, change: impl FnOnce(&mut Figures)) -> io::Result<()> {
         let _side = lock_side_file(&self.side_lock)?;
-        let previous = match std::fs::read_to_string(&self.file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-            Err(e) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("cannot read `{}`: {e}", self.file.display()),
-                ));
+        let mut all = match read_previous(&self.file)? {
+            Ok(all) => all,
+            Err(why) => {
+                if !std::mem::replace(&mut self.distrust_reported, true) {
+                    errln!(
+                        "lockfile: not carrying forward the metrics in `{}`: {why}; starting anew from zero",
+                        self.file.display()
+                    );
+                }
+                Vec::new()
             }
         };
-        let mut all = read_figures(&exposition::parse(&previous));
         let key = (self.job.clone(), self.lock.clone());
         let mine = match all.iter().position(|(k, _)| *k == key) {
             Some(i) => &mut all[i].1,
@@ -241,23 +261,20 @@ fn lock_side_file(path: &Path) -> io::Result<File> {
     let named = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("cannot {what} `{}`: {e}", path.display()))
     };
-    let file = OpenOptions::new()
-        .read(true)
-        .write(false)
-        .create(false)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .or_else(|e| match e.kind() {
-            io::ErrorKind::NotFound => OpenOptions::new()
+    let file = files::open_regular(path, OpenOptions::new().read(true), "open").or_else(|e| {
+        if !e.is_not_found() {
+            return Err(e);
+        }
+        files::open_regular(
+            path,
+            OpenOptions::new()
                 .read(true)
                 .append(true)
                 .create(true)
-                .mode(0o644)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path),
-            _ => Err(e),
-        })
-        .map_err(|e| named("open", e))?;
+                .mode(0o644),
+            "create",
+        )
+    })?;
     let deadline = Instant::now() + SIDE_LOCK_PATIENCE;
     let mut pause = Duration::from_millis(1);
     loop {
@@ -279,6 +296,141 @@ fn lock_side_file(path: &Path) -> io::Result<File> {
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(named("lock", e)),
         }
+    }
+}
+
+/// The figures in the metrics file `path` (none if there is no file), or
+/// why they are not to be carried forward.
+///
+/// # Errors
+///
+/// A file that cannot be read at all: see [`files::read_bounded`].
+fn read_previous(path: &Path) -> io::Result<Result<Vec<(Key, Figures)>, Distrust>> {
+    let Some((bytes, meta)) = files::read_bounded(path, READ_LIMIT)? else {
+        return Ok(Ok(Vec::new()));
+    };
+    // Its owner can write any figures into it: a success far in the future,
+    // failures below zero, and the alerts on them stay silent.
+    let euid = rustix::process::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Ok(Err(Distrust::Owner {
+            owner: meta.uid(),
+            euid,
+        }));
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(Err(Distrust::NotText));
+    };
+    let all = read_figures(&exposition::parse(&text));
+    let now = exposition::timestamp(SystemTime::now());
+    Ok(match all.iter().find_map(|(_, f)| f.impossible(now)) {
+        Some(why) => Err(why),
+        None => Ok(all),
+    })
+}
+
+/// Why the figures of a metrics file are not carried forward.
+#[derive(Clone, Debug, PartialEq)]
+enum Distrust {
+    /// Another user owns the file, and could have written anything in it.
+    Owner { owner: u32, euid: u32 },
+    /// Not UTF-8, which is all we write.
+    NotText,
+    /// A figure that no run of ours writes.
+    Impossible {
+        family: &'static str,
+        value: f64,
+        broken: Rule,
+    },
+}
+
+impl std::fmt::Display for Distrust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Distrust::Owner { owner, euid } => {
+                write!(f, "it is owned by uid {owner}, not by us (uid {euid})")
+            }
+            Distrust::NotText => f.write_str("it is not UTF-8 text"),
+            Distrust::Impossible {
+                family,
+                value,
+                broken,
+            } => write!(f, "{family} is {value}, {broken}"),
+        }
+    }
+}
+
+/// What a figure we write always is. A file that breaks one was written by
+/// someone else, or by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rule {
+    Finite,
+    NotNegative,
+    /// Counts and exit codes.
+    Whole,
+    /// Timestamps: written at the moment they name, so one later than now
+    /// (beyond a clock's step) would hold an alert on them off until then.
+    NotInTheFuture,
+}
+
+/// How far ahead of our clock a timestamp may be, for a clock stepped back
+/// a little between two runs.
+const FUTURE_SLACK: f64 = 60.0;
+
+impl Rule {
+    fn holds(self, value: f64, now: f64) -> bool {
+        match self {
+            Rule::Finite => value.is_finite(),
+            Rule::NotNegative => value >= 0.0,
+            Rule::Whole => value.fract() == 0.0,
+            Rule::NotInTheFuture => value <= now + FUTURE_SLACK,
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Rule::Finite => "not a finite number",
+            Rule::NotNegative => "below zero",
+            Rule::Whole => "not a whole number",
+            Rule::NotInTheFuture => "more than 60 s in the future",
+        })
+    }
+}
+
+impl Figures {
+    /// The first figure that breaks a [`Rule`], if any; `now` is the time
+    /// as [`exposition::timestamp`] gives it.
+    fn impossible(&self, now: f64) -> Option<Distrust> {
+        use Rule::{Finite, NotInTheFuture, NotNegative, Whole};
+        const COUNT: &[Rule] = &[Finite, NotNegative, Whole];
+        const TIME: &[Rule] = &[Finite, NotNegative, NotInTheFuture];
+        let mut figures = vec![
+            (LAST_START.name, self.last_start, TIME),
+            (LAST_SUCCESS.name, self.last_success, TIME),
+            (LAST_SKIP.name, self.last_skip, TIME),
+            (CONSECUTIVE_FAILURES.name, self.consecutive_failures, COUNT),
+            (SKIPS.name, self.skips, COUNT),
+        ];
+        figures.extend(self.last_exit_code.map(|v| (LAST_EXIT_CODE.name, v, COUNT)));
+        figures.extend(
+            self.last_duration
+                .map(|v| (LAST_DURATION.name, v, &[Finite, NotNegative][..])),
+        );
+        figures.extend(
+            self.outcomes
+                .iter()
+                .map(|&v| (OUTCOMES_TOTAL.name, v, COUNT)),
+        );
+        figures.into_iter().find_map(|(family, value, rules)| {
+            let broken = *rules.iter().find(|r| !r.holds(value, now))?;
+            Some(Distrust::Impossible {
+                family,
+                value,
+                broken,
+            })
+        })
     }
 }
 
@@ -375,6 +527,60 @@ mod tests {
         assert_eq!(sink.file, Path::new("/m/lockfile-a_b.prom"));
         assert_eq!(sink.side_lock, Path::new("/m/.lockfile-a_b.prom.lck"));
         assert!(!sink.tmp.to_string_lossy().ends_with(".prom"));
+    }
+
+    #[test]
+    fn impossible_figures_name_the_family_and_the_broken_rule() {
+        let now = 1_700_000_000.0;
+        let fine = Figures {
+            last_success: now + FUTURE_SLACK,
+            last_exit_code: Some(143.0),
+            last_duration: Some(0.5),
+            consecutive_failures: 3.0,
+            ..Figures::default()
+        };
+        assert_eq!(fine.impossible(now), None);
+        let broken = |f: Figures| match f.impossible(now) {
+            Some(Distrust::Impossible { family, broken, .. }) => (family, broken),
+            other => panic!("{f:?}: {other:?}"),
+        };
+        let failures = CONSECUTIVE_FAILURES.name;
+        let with = |change: &dyn Fn(&mut Figures)| {
+            let mut f = fine.clone();
+            change(&mut f);
+            f
+        };
+        assert_eq!(
+            broken(with(&|f| f.consecutive_failures = -1e6)),
+            (failures, Rule::NotNegative)
+        );
+        assert_eq!(
+            broken(with(&|f| f.consecutive_failures = 0.5)),
+            (failures, Rule::Whole)
+        );
+        assert_eq!(
+            broken(with(&|f| f.skips = f64::INFINITY)),
+            (SKIPS.name, Rule::Finite)
+        );
+        assert_eq!(
+            broken(with(&|f| f.outcomes[2] = f64::NAN)),
+            (OUTCOMES_TOTAL.name, Rule::Finite)
+        );
+        assert_eq!(
+            broken(with(&|f| f.last_success = now + FUTURE_SLACK + 1.0)),
+            (LAST_SUCCESS.name, Rule::NotInTheFuture)
+        );
+        assert_eq!(
+            broken(with(&|f| f.last_duration = Some(-1.0))),
+            (LAST_DURATION.name, Rule::NotNegative)
+        );
+        let why = with(&|f| f.consecutive_failures = -1e6)
+            .impossible(now)
+            .unwrap();
+        assert_eq!(
+            why.to_string(),
+            "lockfile_run_consecutive_failures is -1000000, below zero"
+        );
     }
 
     #[test]

@@ -188,7 +188,15 @@ impl LockGuard {
     fn write_document(&mut self) -> Result<()> {
         let write_err = |e| Error::from_io(Operation::Write, &self.path, e);
         let (file, written_len) = (&self.file, self.written_len);
+        let path = &self.path;
+        let job_len = self.doc.owner.job.as_deref().map_or(0, str::len);
         self.written_len = self.doc.encode_then(|buf| {
+            // Never written: a file this long would be someone else's. The
+            // acquire left room for the history, so only a record that grew
+            // by other means gets here.
+            if buf.len() > crate::record::MAX_RECORD_BYTES {
+                return Err(crate::acquire::too_large(path, buf.len(), job_len));
+            }
             file.write_all_at(buf, 0).map_err(write_err)?;
             // A shorter document must not leave the old one's tail behind.
             if buf.len() < written_len {

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod big_files;
 mod content;
 mod contention;
 mod descriptor;

@@ -18,7 +18,7 @@ use std::time::Instant;
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
-use crate::record::{self, peek};
+use crate::record::{self, MAX_RECORD_BYTES, peek};
 use crate::sys::{self, LockMode};
 use crate::{Error, LockOptions, Result, Wait};
 
@@ -26,7 +26,7 @@ pub(crate) use kernel::{holder_record, take_kernel_lock};
 use kernel::{lock_or_evict, unlocked};
 pub(crate) use open::may_not_write;
 use open::{Access, check_kind, open_lock_file};
-pub(crate) use write::{acquired, owner, write_record};
+pub(crate) use write::{acquired, check_record_fits, owner, too_large, write_record};
 use write::{foreign_content, without_record};
 
 // The entry points live here, beside the one path they all take, so that
@@ -114,6 +114,7 @@ impl LockGuard {
 
 fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
+    check_record_fits(opts, path)?;
     let mode = opts.lock_mode();
     // What is opened and re-checked: the last component itself, never what a
     // symlink named `link/` points to.
@@ -183,9 +184,14 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             Ok(previous) => previous,
             Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Read, path, e))),
         };
-        // Our own records need no parse to be recognised; anything else is
+        // A file longer than any record is someone else's whatever its first
+        // bytes are (zeros, blank lines): only a whole file may be judged
+        // empty or torn, and the read is bounded. Of the rest, our own
+        // records need no parse to be recognised; anything else is
         // classified before a byte is written.
-        let foreign = peek(&previous).is_none() && Content::of(&previous) == Content::Foreign;
+        let foreign = id.size > MAX_RECORD_BYTES as u64
+            || previous.len() > MAX_RECORD_BYTES
+            || (peek(&previous).is_none() && Content::of(&previous) == Content::Foreign);
         let no_record = match (foreign, access) {
             (true, _) if !opts.record_optional => {
                 return Err(unlocked(&file, foreign_content(path, &file, &previous)));

@@ -12,7 +12,7 @@ use crate::content::Content;
 use crate::error::Operation;
 use crate::inspect::{Finding, InspectOptions, LockReport, LockState, open_for_inspect};
 use crate::record::{self, LockDocument};
-use crate::{DecodeError, Error, OwnerRecord, Result, sys};
+use crate::{Error, OwnerRecord, Result, sys};
 
 mod reason;
 pub use reason::{ReapChange, ReapReason};
@@ -332,11 +332,15 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), ReapReaso
     let mut small = record::SmallRead::new();
     let content =
         record::read_content(&file, &mut small).map_err(|e| failed(Operation::Read, e))?;
-    let still_litter = match (report.state, LockDocument::decode(&content)) {
+    // Judged by the size of the file now locked, not only by the bytes read:
+    // a file longer than any record is someone else's, whatever it begins
+    // with.
+    let decoded = LockDocument::decode_file(&content, ours.len());
+    let still_litter = match (report.state, &decoded) {
         (LockState::Stale, Ok(doc)) => {
             !doc.released && Some(&doc.owner.token) == report.owner.as_ref().map(|o| &o.token)
         }
-        (LockState::Debris, Err(e)) => e != DecodeError::Foreign && e != DecodeError::Empty,
+        (LockState::Debris, Err(_)) => Content::from_decoded(&decoded) == Content::Torn,
         _ => false,
     };
     if !still_litter {

@@ -314,6 +314,9 @@ pub(crate) struct Identity {
     pub(crate) kind: rustix::fs::FileType,
     /// How many names the file has: 0 once it was unlinked or renamed over.
     pub(crate) links: u64,
+    /// Its length in bytes: a regular file longer than any record of ours
+    /// is someone else's, whatever its first bytes say.
+    pub(crate) size: u64,
 }
 
 impl Identity {

@@ -53,6 +53,7 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
         ino: st.st_ino as u64,
         kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
         links: st.st_nlink as u64,
+        size: st.st_size as u64,
     })
 }
 
@@ -64,6 +65,7 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity>
         ino: m.ino(),
         kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
         links: m.nlink(),
+        size: m.len(),
     })
 }
 

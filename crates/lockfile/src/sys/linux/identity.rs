@@ -13,8 +13,8 @@ pub(in crate::sys) fn noatime_flag() -> i32 {
     libc::O_NOATIME
 }
 
-/// The identity of an open file, from statx(2) asked for the type, inode and
-/// link count only. Not for the times: on filesystems with fine-grained timestamps
+/// The identity of an open file, from statx(2) asked for the type, inode,
+/// link count and size only. Not for the times: on filesystems with fine-grained timestamps
 /// (Linux 6.13+), a query of the times makes the next write to the file take
 /// a fine-grained timestamp and log its inode, which the lock's hot path
 /// would pay for on every record write.
@@ -24,7 +24,10 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<Identity> {
         // A `&CStr`: a `&str` would be copied to the stack to add its NUL.
         c"",
         rustix::fs::AtFlags::EMPTY_PATH,
-        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO | rustix::fs::StatxFlags::NLINK,
+        rustix::fs::StatxFlags::TYPE
+            | rustix::fs::StatxFlags::INO
+            | rustix::fs::StatxFlags::NLINK
+            | rustix::fs::StatxFlags::SIZE,
     ))
 }
 
@@ -34,7 +37,10 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<Identity> {
         rustix::fs::CWD,
         path,
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
-        rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::INO | rustix::fs::StatxFlags::NLINK,
+        rustix::fs::StatxFlags::TYPE
+            | rustix::fs::StatxFlags::INO
+            | rustix::fs::StatxFlags::NLINK
+            | rustix::fs::StatxFlags::SIZE,
     ))
 }
 
@@ -45,6 +51,7 @@ fn identity(statx: rustix::io::Result<rustix::fs::Statx>) -> io::Result<Identity
         ino: st.stx_ino,
         kind: rustix::fs::FileType::from_raw_mode(st.stx_mode.into()),
         links: st.stx_nlink.into(),
+        size: st.stx_size,
     })
 }
 

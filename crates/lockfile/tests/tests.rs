@@ -19,6 +19,7 @@ mod races;
 mod reap;
 mod shared;
 mod silence;
+mod unlink;
 
 /// Not a test: the entry point of child processes spawned by the tests
 /// (see `support::ChildHolder`). Returns at once in a normal run.

@@ -33,9 +33,16 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<Identity> {
 
 /// The identity of what `path` names, without following a symlink.
 pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<Identity> {
+    identity_in(rustix::fs::CWD, path)
+}
+
+/// The identity of what `name` names in the open directory `dir` (or, for
+/// a path of several components, below it), without following a symlink
+/// in the last component.
+pub(crate) fn identity_in(dir: impl AsFd, name: &std::path::Path) -> io::Result<Identity> {
     identity(rustix::fs::statx(
-        rustix::fs::CWD,
-        path,
+        dir,
+        name,
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
         rustix::fs::StatxFlags::TYPE
             | rustix::fs::StatxFlags::INO
@@ -53,6 +60,20 @@ fn identity(statx: rustix::io::Result<rustix::fs::Statx>) -> io::Result<Identity
         links: st.stx_nlink.into(),
         size: st.stx_size,
     })
+}
+
+/// Opens the directory `path` to pin it: later lookups and unlinks go
+/// through this descriptor, so that a directory renamed or swapped for a
+/// symlink afterwards cannot redirect them. `O_PATH`: it is only ever a
+/// base for `*at` calls, which takes no read permission on it.
+pub(crate) fn open_dir_pinned(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::OFlags;
+    rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(io::Error::from)
 }
 
 pub(in crate::sys) fn filesystem_type(file: &File) -> Option<u64> {

@@ -18,18 +18,23 @@ use crate::record::{DecodeError, LockDocument};
 pub enum Content {
     /// An owner record of ours, released or not.
     Record,
-    /// Nothing, or only whitespace.
+    /// Nothing, or only whitespace: the whole file, which is no longer than
+    /// a record.
     Empty,
     /// A record of ours that a crash or an interrupted write left incomplete
-    /// (or zero-filled): ours to overwrite.
+    /// (or zero-filled): ours to overwrite. Again the whole file, no longer
+    /// than a record.
     Torn,
-    /// Anything else: a script, data, another tool's lock or PID file.
+    /// Anything else: a script, data, another tool's lock or PID file, and
+    /// any file longer than the longest record of ours (64 KiB), whatever
+    /// it begins with.
     Foreign,
 }
 
 impl Content {
-    /// Classifies a lock file's content (its first bytes, as
-    /// [`decode_record`](crate::decode_record) takes them).
+    /// Classifies a lock file's whole content, as
+    /// [`decode_record`](crate::decode_record) takes it. More bytes than
+    /// the longest record are [`Content::Foreign`], whatever they are.
     ///
     /// # Examples
     ///
@@ -38,6 +43,8 @@ impl Content {
     /// assert_eq!(Content::of(b""), Content::Empty);
     /// assert_eq!(Content::of(b"#!/bin/sh\necho hi\n"), Content::Foreign);
     /// assert_eq!(Content::of(b"{\"format\":1,\"released\":tr"), Content::Torn);
+    /// assert_eq!(Content::of(&[0; 1000]), Content::Torn);
+    /// assert_eq!(Content::of(&[0; 65_537]), Content::Foreign);
     /// ```
     pub fn of(bytes: &[u8]) -> Content {
         Content::from_decoded(&LockDocument::decode(bytes).map(|_| ()))
@@ -47,8 +54,10 @@ impl Content {
         match decoded {
             Ok(_) => Content::Record,
             Err(DecodeError::Empty) => Content::Empty,
-            Err(DecodeError::Malformed(_) | DecodeError::TooLarge(_)) => Content::Torn,
-            Err(DecodeError::Foreign) => Content::Foreign,
+            Err(DecodeError::Malformed(_)) => Content::Torn,
+            // Longer than any record: only a whole file can be judged empty
+            // or torn, and this one was not read whole.
+            Err(DecodeError::Foreign | DecodeError::TooLarge(_)) => Content::Foreign,
         }
     }
 

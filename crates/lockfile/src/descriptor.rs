@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::acquire::{
-    acquired, holder_record, may_not_write, owner, take_kernel_lock, write_record,
+    acquired, check_record_fits, holder_record, may_not_write, owner, take_kernel_lock,
+    write_record,
 };
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
@@ -232,6 +233,7 @@ fn lock_descriptor(opts: &LockOptions, fd: BorrowedFd<'_>, wait: Wait) -> Result
     let started = Instant::now();
     let mode = opts.lock_mode();
     let path = name_of(fd);
+    check_record_fits(opts, &path)?;
     let id = sys::identity_of(fd).map_err(|e| Error::from_io(Operation::Stat, &path, e))?;
     // The descriptor may be open for writing only (`9>file`): the holder's
     // record, for the error, is read through an open file of our own.
@@ -295,12 +297,13 @@ fn record_for_parent(
         },
         Err(_) => return Err(NoRecord::Descriptor),
     };
-    if !sys::identity_of(&file).is_ok_and(|again| again.same_file(id)) {
-        return Err(NoRecord::Descriptor);
-    }
+    let size = match sys::identity_of(&file) {
+        Ok(again) if again.same_file(id) => again.size,
+        _ => return Err(NoRecord::Descriptor),
+    };
     let mut small = record::SmallRead::new();
     let previous = record::read_content(&file, &mut small).map_err(|_| NoRecord::Descriptor)?;
-    let decoded = LockDocument::decode(&previous);
+    let decoded = LockDocument::decode_file(&previous, size);
     if Content::from_decoded(&decoded) == Content::Foreign {
         return Err(NoRecord::ForeignContent);
     }

@@ -218,6 +218,26 @@ pub enum Error {
         /// The owner of its directory.
         dir_owner_uid: u32,
     },
+    /// The owner record would be longer than any record may be (64 KiB): a
+    /// file that long is someone else's, so a record must never grow to it.
+    /// Only a very long job name gets there. Refused before the file is
+    /// opened, so nothing was created, locked or written.
+    #[error(
+        "refusing to {op} `{}`: the record would take {size} bytes, more than the {max} an owner record may; shorten the job name ({job_len} bytes)",
+        path.display()
+    )]
+    RecordTooLarge {
+        /// What was refused: [`Operation::Write`] of the record.
+        op: Operation,
+        /// The lock file.
+        path: PathBuf,
+        /// How long the record would be, at least.
+        size: usize,
+        /// The longest an owner record may be.
+        max: usize,
+        /// The job name's length in bytes.
+        job_len: usize,
+    },
     /// A beat for a run whose record is no longer in the lock file: the run
     /// ended, or another run holds the lock now. Nothing was changed.
     #[error(
@@ -317,6 +337,7 @@ impl Error {
             | Error::NotRegularFile { path, .. }
             | Error::ForeignContent { path, .. }
             | Error::PlantedFile { path, .. }
+            | Error::RecordTooLarge { path, .. }
             | Error::NotOurRun { path, .. }
             | Error::Io { path, .. } => path,
         }
@@ -422,9 +443,10 @@ impl From<Error> for io::Error {
             Error::ReadOnlyFilesystem { .. } => io::ErrorKind::ReadOnlyFilesystem,
             Error::NoSpace { .. } => io::ErrorKind::StorageFull,
             Error::LockUnsupported { .. } => io::ErrorKind::Unsupported,
-            Error::Symlink { .. } | Error::NotRegularFile { .. } | Error::ForeignContent { .. } => {
-                io::ErrorKind::InvalidInput
-            }
+            Error::Symlink { .. }
+            | Error::NotRegularFile { .. }
+            | Error::ForeignContent { .. }
+            | Error::RecordTooLarge { .. } => io::ErrorKind::InvalidInput,
             Error::Io { source, .. } => source.kind(),
         };
         io::Error::new(kind, e)

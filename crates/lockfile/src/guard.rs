@@ -31,6 +31,10 @@ pub struct LockGuard {
     /// How long the file is: the length of the document last written.
     written_len: usize,
     remove_on_release: bool,
+    /// With removal on release: the lock file's directory, pinned when the
+    /// file was opened by its name in it. The release unlinks that name
+    /// there, never by the path, which may lead elsewhere by then.
+    pinned_dir: Option<OwnedFd>,
     /// Set once the descriptor was shared with children
     /// ([`LockGuard::share_with_children`]): from then on this process only
     /// ever closes its descriptor, never unlocks it.
@@ -56,9 +60,17 @@ impl LockGuard {
             no_record,
             written_len,
             remove_on_release,
+            pinned_dir: None,
             shared: false,
             done: false,
         }
+    }
+
+    /// Gives the guard the directory its file was opened in, for a removal
+    /// on release. Without one, the release removes nothing.
+    pub(crate) fn with_pinned_dir(mut self, dir: Option<OwnedFd>) -> LockGuard {
+        self.pinned_dir = dir;
+        self
     }
 
     /// The owner record written when the lock was taken.
@@ -188,7 +200,15 @@ impl LockGuard {
     fn write_document(&mut self) -> Result<()> {
         let write_err = |e| Error::from_io(Operation::Write, &self.path, e);
         let (file, written_len) = (&self.file, self.written_len);
+        let path = &self.path;
+        let job_len = self.doc.owner.job.as_deref().map_or(0, str::len);
         self.written_len = self.doc.encode_then(|buf| {
+            // Never written: a file this long would be someone else's. The
+            // acquire left room for the history, so only a record that grew
+            // by other means gets here.
+            if buf.len() > crate::record::MAX_RECORD_BYTES {
+                return Err(crate::acquire::too_large(path, buf.len(), job_len));
+            }
             file.write_all_at(buf, 0).map_err(write_err)?;
             // A shorter document must not leave the old one's tail behind.
             if buf.len() < written_len {
@@ -313,20 +333,25 @@ impl LockGuard {
         marked.and(removed).and(unlocked)
     }
 
-    /// Unlinks the lock file, but only if the path still names our file, and
-    /// only by its last name: an acquirer that waited on a file with one
-    /// name left trusts its link count (the crate's protocol, step 3).
+    /// Unlinks the lock file from the directory it was opened in, but only
+    /// while its name there still refers to our file, and only by its last
+    /// name: an acquirer that waited on a file with one name left trusts its
+    /// link count (the crate's protocol, step 3). Through the pinned
+    /// directory, never the path: a component of the path swapped for a
+    /// symlink meanwhile must not make the release unlink someone else's
+    /// file of the same name.
     fn remove_while_locked(&self) -> Result<()> {
         let ours = sys::identity_of(&self.file)
             .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))?;
         if ours.links > 1 {
             return Ok(());
         }
-        match sys::identity_at(&self.path) {
-            Ok(at_path) if at_path.same_file(&ours) => std::fs::remove_file(&self.path)
-                .map_err(|e| Error::from_io(Operation::Remove, &self.path, e)),
-            _ => Ok(()),
-        }
+        let (Some(dir), Some(name)) = (&self.pinned_dir, self.path.file_name()) else {
+            return Ok(());
+        };
+        sys::unlink_if_same(dir.as_fd(), Path::new(name), &ours)
+            .map(drop)
+            .map_err(|e| Error::from_io(Operation::Remove, &self.path, e))
     }
 }
 

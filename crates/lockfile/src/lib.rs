@@ -90,13 +90,18 @@
 //!    off a longer previous content.
 //! 6. **Beat**: `futimens` sets the file's modification time.
 //! 7. **Release**: one `pwrite` turns the record's `released` flag to `true`;
-//!    with [`LockOptions::remove_on_release`], unlink the path, but only if it
+//!    with [`LockOptions::remove_on_release`], unlink the file's name in the
+//!    directory pinned when the file was opened (never the path again, which
+//!    a swapped directory may lead elsewhere by then), but only if that name
 //!    still names our inode; then `flock(LOCK_UN)` and close. (Dying instead
 //!    skips all of it, and the kernel releases the lock anyway.)
-//! 8. **Reap** a dead owner's file: inspect it without locking, then take its
-//!    lock with a non-blocking `flock`, re-check under the lock that the path
-//!    still names that inode with the same size, modification time and
-//!    content and that no other tool holds a POSIX lock on it, unlink, close.
+//! 8. **Reap** a dead owner's file: open the directory once, and do all that
+//!    follows through that descriptor (`openat`, `unlinkat`, no symlink
+//!    followed). Inspect the file without locking, then take its lock with a
+//!    non-blocking `flock`, re-check under the lock that its name still names
+//!    that inode with the same size, modification time and content and that
+//!    no other tool holds a POSIX lock on it, look at the name once more,
+//!    unlink, close.
 //!
 //! A descriptor lock ([`LockOptions::try_acquire_descriptor`]) skips steps
 //! 1 and 3 (it has no path of its own) and writes its record through a fresh
@@ -170,7 +175,11 @@
 //! # Files that are not ours
 //!
 //! A record is written only into a file that is empty or already holds a
-//! record of ours (or a torn one: cut short, or zero-filled by a crash). Any
+//! record of ours (or a torn one: cut short, or zero-filled by a crash), and
+//! only when the whole file is so: a file longer than the longest record
+//! (64 KiB, by `fstat`) is someone else's whatever it begins with, such as a
+//! disk image that starts with zeros. Records never grow that long; a job
+//! name that would make one is refused ([`Error::RecordTooLarge`]). Any
 //! other content ([`Content::Foreign`]) belongs to someone else: a script that
 //! locks itself, as in flock(1)'s manual, a data file, another tool's lock.
 //! By default acquiring such a file fails with [`Error::ForeignContent`] and

@@ -267,6 +267,11 @@ impl LockOptions {
     /// the last owner's record and the last success that
     /// [`LockGuard::record_success`](crate::LockGuard::record_success) wrote.
     ///
+    /// The acquire then opens the file's directory too, and the release
+    /// unlinks the file's name there, only while it still names the locked
+    /// file: a directory on the path renamed or swapped for a symlink
+    /// meanwhile cannot make it unlink another file.
+    ///
     /// Default: false; the released record stays for diagnosis.
     pub fn remove_on_release(&mut self, remove: bool) -> &mut Self {
         self.remove_on_release = remove;

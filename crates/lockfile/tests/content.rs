@@ -211,8 +211,10 @@ fn a_torn_record_is_debris_and_the_next_acquire_replaces_it() {
     );
 }
 
+/// A 1 GiB file of zeros is someone else's (a disk image), not a torn
+/// record: it is never shrunk, only locked without a record when allowed.
 #[test]
-fn a_one_gib_lock_file_is_inspected_and_acquired_without_reading_it_whole() {
+fn a_one_gib_lock_file_is_inspected_and_locked_without_reading_it_whole() {
     let dir = tempdir();
     let path = lock_path(&dir, "huge.lock");
     let file = std::fs::File::create(&path).unwrap();
@@ -221,13 +223,20 @@ fn a_one_gib_lock_file_is_inspected_and_acquired_without_reading_it_whole() {
     let started = Instant::now();
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Debris);
+    assert_eq!(report.content, Some(Content::Foreign));
     assert_eq!(report.size, 1 << 30);
     // Reading 1 GiB would take seconds; a bounded read is instant. This is a
     // sanity bound with a huge margin, not a benchmark.
     assert!(started.elapsed() < Duration::from_secs(5));
-    let guard = LockGuard::try_acquire(&path).unwrap();
-    assert!(std::fs::metadata(&path).unwrap().len() < 4096);
+    let err = LockGuard::try_acquire(&path).unwrap_err();
+    assert!(matches!(err, Error::ForeignContent { .. }), "{err:?}");
+    let guard = LockOptions::new()
+        .record_optional(true)
+        .try_acquire(&path)
+        .unwrap();
+    assert_eq!(guard.no_record(), Some(NoRecord::ForeignContent));
     drop(guard);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 1 << 30);
 }
 
 #[test]

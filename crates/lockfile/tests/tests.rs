@@ -2,6 +2,7 @@
 
 mod support;
 
+mod big_files;
 mod content;
 mod contention;
 mod descriptor;
@@ -19,6 +20,7 @@ mod races;
 mod reap;
 mod shared;
 mod silence;
+mod unlink;
 
 /// Not a test: the entry point of child processes spawned by the tests
 /// (see `support::ChildHolder`). Returns at once in a normal run.

@@ -135,6 +135,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             }
             return i32::from(args.conflict_exit_code);
         }
+        // A job name too long for a record: refused before the file was
+        // touched, and a mistake on the command line.
+        Err(e @ Error::RecordTooLarge { .. }) => {
+            errln!("{name}: {e}");
+            return exit::USAGE;
+        }
         Err(e) if args.flock_compat => {
             errln!("flock: {e}");
             return flock_open_status(&e);

@@ -18,15 +18,15 @@ use std::time::Instant;
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
-use crate::record::{self, peek};
+use crate::record::{self, MAX_RECORD_BYTES, peek};
 use crate::sys::{self, LockMode};
 use crate::{Error, LockOptions, Result, Wait};
 
 pub(crate) use kernel::{holder_record, take_kernel_lock};
 use kernel::{lock_or_evict, unlocked};
 pub(crate) use open::may_not_write;
-use open::{Access, check_kind, open_lock_file, refuse_planted};
-pub(crate) use write::{acquired, owner, write_record};
+use open::{Access, At, check_kind, open_lock_file, pin_directory, refuse_planted};
+pub(crate) use write::{acquired, check_record_fits, owner, too_large, write_record};
 use write::{foreign_content, without_record};
 
 // The entry points live here, beside the one path they all take, so that
@@ -114,6 +114,7 @@ impl LockGuard {
 
 fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let started = Instant::now();
+    check_record_fits(opts, path)?;
     let mode = opts.lock_mode();
     // What is opened and re-checked: the last component itself, never what a
     // symlink named `link/` points to.
@@ -127,8 +128,27 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
     let mut read_only = false;
     // Set once the lock was taken by evicting a hung holder, for the record.
     let mut eviction = None;
+    // A lock file that its release removes is opened by its name in its
+    // directory, pinned now: the release unlinks it there, and nowhere else
+    // a swapped path component might lead. Others need no pin, and cost no
+    // extra open.
+    let pinned = if opts.remove_on_release && !names_dir {
+        pin_directory(&itself, path)?
+    } else {
+        None
+    };
+    let at = match &pinned {
+        Some((dir, name)) => At {
+            dir: dir.as_fd(),
+            name: Path::new(name),
+        },
+        None => At {
+            dir: rustix::fs::CWD,
+            name: &itself,
+        },
+    };
     loop {
-        let (file, access) = open_lock_file(&itself, path, opts, read_only || names_dir)?;
+        let (file, access) = open_lock_file(at, &itself, path, opts, read_only || names_dir)?;
         // Step 2. Uncontended, one stat after the lock serves both the check
         // of the file's kind and the check of its name. Contended, the kind
         // is checked before the wait, so that nothing waits on a FIFO or a
@@ -158,7 +178,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
         {
             return Err(unlocked(&file, e));
         }
-        match still_named(&itself, &id) {
+        match still_named(at, &id) {
             Ok(true) => {}
             Ok(false) => {
                 // Let go of the old one explicitly: a child that another
@@ -187,9 +207,14 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             Ok(previous) => previous,
             Err(e) => return Err(unlocked(&file, Error::from_io(Operation::Read, path, e))),
         };
-        // Our own records need no parse to be recognised; anything else is
+        // A file longer than any record is someone else's whatever its first
+        // bytes are (zeros, blank lines): only a whole file may be judged
+        // empty or torn, and the read is bounded. Of the rest, our own
+        // records need no parse to be recognised; anything else is
         // classified before a byte is written.
-        let foreign = peek(&previous).is_none() && Content::of(&previous) == Content::Foreign;
+        let foreign = id.size > MAX_RECORD_BYTES as u64
+            || previous.len() > MAX_RECORD_BYTES
+            || (peek(&previous).is_none() && Content::of(&previous) == Content::Foreign);
         let no_record = match (foreign, access) {
             (true, _) if !opts.record_optional => {
                 return Err(unlocked(&file, foreign_content(path, &file, &previous)));
@@ -221,14 +246,15 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
                     Ok(written) => written,
                     Err(e) => return Err(unlocked(&file, e)),
                 };
-                return Ok(LockGuard::new(
+                let guard = LockGuard::new(
                     file,
                     path.to_path_buf(),
                     doc,
                     None,
                     written_len,
                     opts.remove_on_release,
-                ));
+                );
+                return Ok(guard.with_pinned_dir(pinned.map(|(dir, _)| dir)));
             }
         };
         return Ok(without_record(opts, path, file, no_record, started));
@@ -247,11 +273,11 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
 /// itself (`mv job.lock old.lock`): nothing in this crate renames a lock
 /// file, and an operator who moves one that is held breaks exclusion
 /// against its holder whatever a newcomer checks (see the protocol).
-fn still_named(itself: &Path, id: &sys::Identity) -> io::Result<bool> {
+fn still_named(at: At<'_>, id: &sys::Identity) -> io::Result<bool> {
     match id.links {
         0 => Ok(false),
         1 if !id.is_dir() => Ok(true),
-        _ => match sys::identity_at(itself) {
+        _ => match at.identity() {
             Ok(at_path) => Ok(at_path.same_file(id)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),

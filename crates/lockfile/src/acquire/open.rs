@@ -2,14 +2,49 @@
 //! read-only when the file may not be written and the options allow a lock
 //! without a record.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use crate::error::Operation;
 use crate::sys;
 use crate::trust::{self, DirFacts, Planted};
 use crate::{Error, LockOptions, Result};
+
+/// Where a lock file is opened and looked up: `name` in the directory
+/// `dir`. The current directory and the whole path, unless the directory
+/// was pinned (for a removal on release, which must unlink in the very
+/// directory the file was opened in).
+#[derive(Clone, Copy)]
+pub(super) struct At<'a> {
+    pub(super) dir: BorrowedFd<'a>,
+    pub(super) name: &'a Path,
+}
+
+impl At<'_> {
+    /// What `name` refers to now, without following a symlink.
+    pub(super) fn identity(self) -> io::Result<sys::Identity> {
+        sys::identity_in(self.dir, self.name)
+    }
+}
+
+/// Pins the directory of the lock file `itself` (`path` as given), for a
+/// removal on release: the file is opened by its name in the directory
+/// opened here, and the guard unlinks it there. `None` for a path without a
+/// file name (`..`), which cannot name a lock file of ours.
+pub(super) fn pin_directory<'a>(
+    itself: &'a Path,
+    path: &Path,
+) -> Result<Option<(OwnedFd, &'a OsStr)>> {
+    let Some(name) = itself.file_name() else {
+        return Ok(None);
+    };
+    let dir = sys::open_dir_pinned(crate::error::parent_dir(itself))
+        .map_err(|e| Error::from_io(Operation::Open, path, e).explain())?;
+    Ok(Some((dir, name)))
+}
 
 /// How a lock file was opened.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -27,13 +62,14 @@ pub(super) enum Access {
 /// mount, a running executable) and a directory are opened read-only when
 /// the options allow a lock without a record, as flock(1) opens every file.
 pub(super) fn open_lock_file(
+    at: At<'_>,
     itself: &Path,
     path: &Path,
     opts: &LockOptions,
     read_only: bool,
 ) -> Result<(File, Access)> {
     let open = |access: Access, create: bool| {
-        sys::open_noatime(itself, |path, extra| {
+        sys::open_noatime(at.name, |name, extra| {
             use rustix::fs::OFlags;
             // O_NONBLOCK: opening a FIFO must not hang.
             let mut flags = OFlags::NOFOLLOW
@@ -49,7 +85,7 @@ pub(super) fn open_lock_file(
                 flags |= OFlags::CREATE;
             }
             let mode = rustix::fs::Mode::from_raw_mode(opts.mode as rustix::fs::RawMode);
-            rustix::fs::open(path, flags, mode)
+            rustix::fs::openat(at.dir, name, flags, mode)
                 .map(File::from)
                 .map_err(io::Error::from)
         })

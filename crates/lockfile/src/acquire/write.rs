@@ -11,7 +11,7 @@ use crate::content::NoRecord;
 use crate::error::Operation;
 use crate::evict::Eviction;
 use crate::guard::LockGuard;
-use crate::record::{self, LockDocument, Release, peek};
+use crate::record::{self, LockDocument, MAX_RECORD_BYTES, Release, peek};
 use crate::trust;
 use crate::{Error, LockOptions, OwnerRecord, Result};
 
@@ -74,6 +74,43 @@ pub(super) fn foreign_content(path: &Path, file: &File, content: &[u8]) -> Error
     }
 }
 
+/// What a record's history (a last success, a last run) and an eviction's
+/// fixed fields add to it at most, padding included: a unit test holds the
+/// largest of them to it.
+pub(crate) const HISTORY_ROOM: usize = 1024;
+
+/// A job name this short always leaves its record far below the cap: every
+/// other field is short and bounded (a hostname is at most 64 bytes), and a
+/// JSON escape at most sextuples a byte. Longer names cost one encoding.
+const SURELY_FITS: usize = 4096;
+
+/// Refuses options whose record, with the longest history it may carry,
+/// could be longer than [`MAX_RECORD_BYTES`]: a file that long is someone
+/// else's by definition, so a record of ours must never reach it. Called
+/// before the lock file is opened, so that nothing is created or locked.
+pub(crate) fn check_record_fits(opts: &LockOptions, path: &Path) -> Result<()> {
+    let Some(job) = opts.job.as_deref().filter(|job| job.len() > SURELY_FITS) else {
+        return Ok(());
+    };
+    let doc = LockDocument::new(owner(opts), None, None);
+    let size = doc.encode_then(<[u8]>::len) + HISTORY_ROOM;
+    if size > MAX_RECORD_BYTES {
+        return Err(too_large(path, size, job.len()));
+    }
+    Ok(())
+}
+
+/// The refusal of a record `size` bytes long.
+pub(crate) fn too_large(path: &Path, size: usize, job_len: usize) -> Error {
+    Error::RecordTooLarge {
+        op: crate::error::Operation::Write,
+        path: path.to_path_buf(),
+        size,
+        max: MAX_RECORD_BYTES,
+        job_len,
+    }
+}
+
 /// This process's record, with the promises the options make.
 pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
@@ -124,15 +161,104 @@ pub(crate) fn write_record(
     if let Some(eviction) = eviction {
         eviction.record_into(&mut doc);
     }
-    let written_len = doc.encode_then(|buf| {
-        file.write_all_at(buf, 0).map_err(write_err)?;
-        // The previous content might be longer (a larger record, or a torn
-        // one): cut it off.
-        if previous.len() > buf.len() {
-            file.set_len(buf.len() as u64).map_err(write_err)?;
+    let write = |doc: &LockDocument| {
+        doc.encode_then(|buf| {
+            // Never written: a file this long would be someone else's.
+            if buf.len() > MAX_RECORD_BYTES {
+                return Ok(Err(buf.len()));
+            }
+            file.write_all_at(buf, 0).map_err(write_err)?;
+            // The previous content might be longer (a larger record, or a
+            // torn one): cut it off. It is ours: no longer than a record.
+            if previous.len() > buf.len() {
+                file.set_len(buf.len() as u64).map_err(write_err)?;
+            }
+            Ok(Ok(buf.len()))
+        })
+    };
+    let mut written = write(&doc)?;
+    // The evicted run's job name is the one field of another run's: its own
+    // record fitted, but both names together may not. It is only a label.
+    if written.is_err()
+        && let Some(evicted) = doc.owner.evicted.as_deref_mut()
+        && evicted.job.take().is_some()
+    {
+        written = write(&doc)?;
+    }
+    let written_len = match written {
+        Ok(len) => len,
+        Err(size) => {
+            let job_len = doc.owner.job.as_deref().map_or(0, str::len);
+            return Err(too_large(path, size, job_len));
         }
-        Ok(buf.len())
-    })?;
+    };
     acquired(path, &doc.owner, None, dead_owner.as_ref(), started);
     Ok((doc, written_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::history::{LastRun, Outcome};
+    use crate::record::Evicted;
+
+    fn encoded_len(doc: &LockDocument) -> usize {
+        doc.encode_then(<[u8]>::len)
+    }
+
+    /// The room left for history is enough for the longest one: every
+    /// number at its longest, every optional field there.
+    #[test]
+    fn the_history_room_holds_the_longest_history_and_eviction() {
+        let latest = UNIX_EPOCH + Duration::from_secs(253_402_300_799) - Duration::from_nanos(1);
+        let mut owner = OwnerRecord::current(Some("nightly"), Some(Duration::MAX));
+        let bare = encoded_len(&LockDocument::new(owner.clone(), None, None));
+        owner.max_runtime_ms = Some(u64::MAX);
+        owner.kill_after_ms = Some(u64::MAX);
+        owner.evicted = Some(Box::new(Evicted {
+            token: uuid::Uuid::max(),
+            pid: u32::MAX,
+            job: None,
+            silent_ms: u64::MAX,
+        }));
+        let run = LastRun {
+            started_at: latest,
+            finished_at: latest,
+            duration_seconds: -f64::MAX,
+            exit_code: Some(i32::MIN),
+            signal: Some(i32::MIN),
+            outcome: Outcome::LeaseLost,
+            consecutive_failures: u32::MAX,
+            last_failure_at: Some(latest),
+        };
+        let full = encoded_len(&LockDocument::new(owner, Some(latest), Some(Box::new(run))));
+        assert!(
+            full <= bare + HISTORY_ROOM,
+            "{full} > {bare} + {HISTORY_ROOM}"
+        );
+    }
+
+    /// A job name whose record could pass the cap is refused before anything
+    /// is opened; the longest accepted one fits with its history.
+    #[test]
+    fn a_record_that_could_pass_the_cap_is_refused_up_front() {
+        let path = Path::new("/nonexistent/job.lock");
+        let mut opts = LockOptions::new();
+        opts.job("j".repeat(MAX_RECORD_BYTES));
+        assert!(matches!(
+            check_record_fits(&opts, path),
+            Err(Error::RecordTooLarge { job_len, max: MAX_RECORD_BYTES, .. })
+                if job_len == MAX_RECORD_BYTES
+        ));
+        // Control characters take six bytes each in JSON.
+        opts.job("\u{1}".repeat(MAX_RECORD_BYTES / 6));
+        assert!(check_record_fits(&opts, path).is_err());
+        opts.job("j".repeat(SURELY_FITS));
+        assert!(check_record_fits(&opts, path).is_ok());
+        opts.job("\u{1}".repeat(SURELY_FITS));
+        let doc = LockDocument::new(owner(&opts), None, None);
+        assert!(encoded_len(&doc) + HISTORY_ROOM <= MAX_RECORD_BYTES);
+    }
 }

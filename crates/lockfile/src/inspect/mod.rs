@@ -17,12 +17,12 @@ use std::path::Path;
 pub use finding::{Finding, Severity, Status, TimeField};
 pub use health::Unhealthy;
 pub(crate) use liveness::{Liveness, judge_owner};
-pub(crate) use open::open_for_inspect;
+pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};
 pub use options::InspectOptions;
 pub use report::{LockReport, LockState};
 
 use crate::Result;
-use open::{lock_files, open_dir, open_error, open_for_inspect_at};
+use open::{lock_files, open_error};
 use scan::Scan;
 
 impl InspectOptions {
@@ -60,21 +60,31 @@ impl InspectOptions {
     /// As [`inspect_dir`].
     pub fn inspect_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Result<LockReport>>> {
         let dir = dir.as_ref();
-        let mut scan = Scan::new(self, dir)?;
         let dir_fd = open_dir(dir)?;
+        self.inspect_open_dir(dir, &dir_fd)
+    }
+
+    /// [`inspect_dir`](Self::inspect_dir) of the directory `dir_fd`, opened
+    /// from `dir` by the caller: its reports name its files `dir/NAME`.
+    pub(crate) fn inspect_open_dir(
+        &self,
+        dir: &Path,
+        dir_fd: &std::fs::File,
+    ) -> Result<Vec<Result<LockReport>>> {
+        let mut scan = Scan::new(self, dir)?;
         // The directory its files were opened from, for the planted rule.
         if let Ok(meta) = dir_fd.metadata() {
             scan.in_dir(crate::trust::DirFacts::of(&meta));
         }
-        let entries = lock_files(dir, &dir_fd)?;
+        let entries = lock_files(dir, dir_fd)?;
         let mut reports = Vec::with_capacity(entries.len() + 1);
-        match scan.own_lock(dir, &dir_fd) {
+        match scan.own_lock(dir, dir_fd) {
             Ok(Some(report)) => reports.push(Ok(report)),
             Ok(None) => {}
             Err(e) => reports.push(Err(e)),
         }
         for entry in entries {
-            let opened = open_for_inspect_at(&dir_fd, entry.name());
+            let opened = open_for_inspect_at(dir_fd, entry.name());
             let path = entry.path;
             let report = match opened {
                 Ok(file) => scan.report(path, Some(file)),

@@ -62,7 +62,7 @@ pub(super) fn lock_files(dir: &Path, dir_fd: &File) -> Result<Vec<LockFileEntry>
 }
 
 /// Opens a directory to list it, and to look at its own lock.
-pub(super) fn open_dir(dir: &Path) -> Result<File> {
+pub(crate) fn open_dir(dir: &Path) -> Result<File> {
     rustix::fs::open(
         dir,
         rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
@@ -84,7 +84,7 @@ pub(crate) fn open_for_inspect(path: &Path) -> io::Result<File> {
 
 /// Opens `path` (relative to `dir`) read-only, for a look that changes
 /// nothing: no symlink followed, no FIFO waited on, no access time updated.
-pub(super) fn open_for_inspect_at(dir: impl rustix::fd::AsFd, path: &Path) -> io::Result<File> {
+pub(crate) fn open_for_inspect_at(dir: impl rustix::fd::AsFd, path: &Path) -> io::Result<File> {
     use rustix::fs::OFlags;
     sys::open_noatime(path, |path, extra| {
         rustix::fs::openat(

@@ -252,9 +252,9 @@ impl Scan<'_> {
         self.buf.resize(want, 0);
         let len = sys::read_prefix(file, &mut self.buf)
             .map_err(|e| Error::from_io(Operation::Read, path, e))?;
-        // At most MAX_RECORD_BYTES + 1 bytes were read: a larger file
-        // decodes as too large.
-        let decoded = LockDocument::decode(&self.buf[..len]);
+        // At most MAX_RECORD_BYTES + 1 bytes were read. A longer file is
+        // someone else's whatever those bytes are, by its size.
+        let decoded = LockDocument::decode_file(&self.buf[..len], meta.size());
         report.content = Some(Content::from_decoded(&decoded));
         let (doc, content_error) = match decoded {
             Ok(doc) => (Some(doc), None),

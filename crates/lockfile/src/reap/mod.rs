@@ -1,7 +1,8 @@
 //! `reap`: clear the litter of dead owners, safely, and say what was seen.
 
 use std::fmt;
-use std::fs::TryLockError;
+use std::fs::{File, TryLockError};
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -10,9 +11,11 @@ use serde::Serialize;
 
 use crate::content::Content;
 use crate::error::Operation;
-use crate::inspect::{Finding, InspectOptions, LockReport, LockState, open_for_inspect};
+use crate::inspect::{
+    Finding, InspectOptions, LockReport, LockState, open_dir, open_for_inspect_at,
+};
 use crate::record::{self, LockDocument};
-use crate::{DecodeError, Error, OwnerRecord, Result, sys};
+use crate::{Error, OwnerRecord, Result, sys};
 
 mod reason;
 pub use reason::{ReapChange, ReapReason};
@@ -98,7 +101,9 @@ impl fmt::Display for ReapAction {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ReapEntry {
-    /// The file.
+    /// The file: the directory given to [`reap`] joined with its name. What
+    /// was removed is that name in that directory as `reap` opened it, at
+    /// its start.
     pub path: PathBuf,
     /// Its state when inspected, `None` when it could not be inspected.
     pub state: Option<LockState>,
@@ -167,8 +172,15 @@ impl ReapReport {
 /// matters.
 ///
 /// Never removes a held lock. Each removal re-takes the file's lock and
-/// re-checks, while holding it, that the path still names the same file with
-/// the same content; only then does it unlink. A process that was waiting on
+/// re-checks, while holding it, that the name still refers to the same file
+/// (device and inode) with the same content; only then does it unlink.
+///
+/// `dir` is opened once, and every file is listed, opened, checked and
+/// unlinked through that descriptor (`openat`, `unlinkat`, never following
+/// a symlink in the last component), never by its full path: someone who
+/// swaps a component of `dir` for a symlink to another directory meanwhile
+/// cannot make `reap` remove a file there. An entry's path is `dir` joined
+/// with the file's name, naming the file in the directory that was opened. A process that was waiting on
 /// the removed file notices (every acquirer re-checks identity after
 /// locking) and retries on a fresh file.
 ///
@@ -189,13 +201,19 @@ impl ReapReport {
 /// cannot be listed. Failures on single files are reported in their entries.
 pub fn reap(dir: impl AsRef<Path>, opts: &ReapOptions) -> Result<ReapReport> {
     let dir = dir.as_ref();
-    let reports = InspectOptions::new().inspect_dir(dir)?;
+    // Opened once: every file is listed, opened, checked and unlinked
+    // through this descriptor, never by its path again. Whoever may rename
+    // a component of `dir` (swap it for a symlink to someone else's
+    // directory) then changes nothing but what this path named at this
+    // moment; a file checked here is the file unlinked.
+    let dir_fd = open_dir(dir)?;
+    let reports = InspectOptions::new().inspect_open_dir(dir, &dir_fd)?;
     let entries = reports
         .into_iter()
         // The directory's own lock is not one of its files.
         .filter(|report| !matches!(report, Ok(r) if r.path == dir))
         .map(|report| match report {
-            Ok(report) => reap_one(report, opts),
+            Ok(report) => reap_one(&dir_fd, report, opts),
             Err(e) => ReapEntry {
                 path: e.path().to_path_buf(),
                 state: None,
@@ -208,10 +226,10 @@ pub fn reap(dir: impl AsRef<Path>, opts: &ReapOptions) -> Result<ReapReport> {
     Ok(ReapReport { entries })
 }
 
-fn reap_one(report: LockReport, opts: &ReapOptions) -> ReapEntry {
+fn reap_one(dir: &File, report: LockReport, opts: &ReapOptions) -> ReapEntry {
     let (action, reason) = decide(&report, opts);
     let (action, reason) = match action {
-        ReapAction::WouldRemove if opts.remove => match remove_if_unchanged(&report) {
+        ReapAction::WouldRemove if opts.remove => match remove_if_unchanged(dir, &report) {
             Ok(()) => {
                 tracing::info!(
                     name: "stale_lock_removed",
@@ -294,23 +312,41 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, ReapReason) {
 /// other tool holds a POSIX lock on it; then unlinks. Two reapers, or a reaper
 /// and a new holder, cannot both act on one file: whoever does not get the
 /// lock leaves it alone.
-fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), ReapReason> {
+///
+/// Everything goes through `dir`, the directory as the reap opened it: the
+/// file is opened by its name there (never through a symlink), and
+/// unlinked there only while that name still refers to the file checked.
+fn remove_if_unchanged(dir: &File, report: &LockReport) -> std::result::Result<(), ReapReason> {
     let path = &report.path;
     let changed = |change: ReapChange| Err(ReapReason::Changed(change));
     let failed = |op: Operation, e: std::io::Error| ReapReason::Failed(Error::from_io(op, path, e));
-    let file = open_for_inspect(path).map_err(|e| failed(Operation::Remove, e))?;
+    // The report names the file `dir/NAME`, as the listing built it.
+    let name = Path::new(path.file_name().ok_or_else(|| {
+        failed(
+            Operation::Remove,
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        )
+    })?);
+    let file = match open_for_inspect_at(dir, name) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return changed(ReapChange::Vanished);
+        }
+        Err(e) => return Err(failed(Operation::Remove, e)),
+    };
     match file.try_lock() {
         Ok(()) => {}
         Err(TryLockError::WouldBlock) => return changed(ReapChange::Locked),
         Err(TryLockError::Error(e)) => return Err(failed(Operation::Lock, e)),
     }
-    let (Ok(ours), Ok(now_at_path)) = (file.metadata(), std::fs::symlink_metadata(path)) else {
+    let (Ok(ours), Ok(id), Ok(now_at_name)) = (
+        file.metadata(),
+        sys::identity_of(&file),
+        sys::identity_in(dir, name),
+    ) else {
         return changed(ReapChange::Vanished);
     };
-    if !ours.file_type().is_file()
-        || ours.dev() != now_at_path.dev()
-        || ours.ino() != now_at_path.ino()
-    {
+    if !ours.file_type().is_file() || !id.same_file(&now_at_name) {
         return changed(ReapChange::Replaced);
     }
     if ours.nlink() > 1 {
@@ -332,17 +368,27 @@ fn remove_if_unchanged(report: &LockReport) -> std::result::Result<(), ReapReaso
     let mut small = record::SmallRead::new();
     let content =
         record::read_content(&file, &mut small).map_err(|e| failed(Operation::Read, e))?;
-    let still_litter = match (report.state, LockDocument::decode(&content)) {
+    // Judged by the size of the file now locked, not only by the bytes read:
+    // a file longer than any record is someone else's, whatever it begins
+    // with.
+    let decoded = LockDocument::decode_file(&content, ours.len());
+    let still_litter = match (report.state, &decoded) {
         (LockState::Stale, Ok(doc)) => {
             !doc.released && Some(&doc.owner.token) == report.owner.as_ref().map(|o| &o.token)
         }
-        (LockState::Debris, Err(e)) => e != DecodeError::Foreign && e != DecodeError::Empty,
+        (LockState::Debris, Err(_)) => Content::from_decoded(&decoded) == Content::Torn,
         _ => false,
     };
     if !still_litter {
         return changed(ReapChange::Content);
     }
-    std::fs::remove_file(path).map_err(|e| failed(Operation::Remove, e))?;
+    // The last look before the unlink, still under the lock: the name must
+    // still refer to the file just checked.
+    match sys::unlink_if_same(dir.as_fd(), name, &id) {
+        Ok(true) => {}
+        Ok(false) => return changed(ReapChange::Replaced),
+        Err(e) => return Err(failed(Operation::Remove, e)),
+    }
     // Closing `file` releases the lock on the now nameless inode; anyone who
     // was waiting on it re-checks the path and starts over on a fresh file.
     Ok(())

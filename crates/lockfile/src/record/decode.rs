@@ -13,6 +13,12 @@ impl LockDocument {
     /// Returns why the bytes are not a lock document: empty, too large, not
     /// UTF-8, not JSON, or JSON of another shape.
     pub(crate) fn decode(bytes: &[u8]) -> Result<LockDocument, DecodeError> {
+        // Before anything else: only a whole file can be judged empty, zero
+        // filled or torn, and more bytes than any record are not a whole
+        // record of ours but the start of someone else's file.
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(DecodeError::TooLarge(bytes.len()));
+        }
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(DecodeError::Empty);
         }
@@ -27,13 +33,6 @@ impl LockDocument {
         if !written_by_us && !starts_like_a_record(bytes) {
             return Err(DecodeError::Foreign);
         }
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(if written_by_us {
-                DecodeError::TooLarge(bytes.len())
-            } else {
-                DecodeError::Foreign
-            });
-        }
         match serde_json::from_slice::<LockDocument>(bytes) {
             Ok(doc) if doc.format == 0 => {
                 Err(DecodeError::Malformed("format version 0".to_owned()))
@@ -45,6 +44,19 @@ impl LockDocument {
             // to overwrite.
             Err(_) => Err(DecodeError::Foreign),
         }
+    }
+
+    /// Decodes the content of a file `len` bytes long (by `fstat`), of which
+    /// `bytes` are the first (a bounded read). A file longer than any record
+    /// is [`DecodeError::TooLarge`] whatever its first bytes are: the bytes
+    /// past the read are unseen, and may be anyone's data.
+    pub(crate) fn decode_file(bytes: &[u8], len: u64) -> Result<LockDocument, DecodeError> {
+        if len > MAX_RECORD_BYTES as u64 {
+            return Err(DecodeError::TooLarge(
+                usize::try_from(len).unwrap_or(usize::MAX),
+            ));
+        }
+        LockDocument::decode(bytes)
     }
 }
 

@@ -9,8 +9,11 @@ pub enum DecodeError {
     /// The file is empty or holds only whitespace.
     #[error("the file is empty")]
     Empty,
-    /// The file is larger than any record this crate writes.
-    #[error("the file holds {0} bytes or more, larger than any owner record (at most {max})", max = MAX_RECORD_BYTES)]
+    /// The file is longer than any record this crate writes, so it is not
+    /// ours, whatever its first bytes are (zeros and whitespace included):
+    /// [`Content::Foreign`](crate::Content::Foreign), never written,
+    /// truncated or removed.
+    #[error("the file holds {0} bytes or more, more than any owner record (at most {max}): not ours", max = MAX_RECORD_BYTES)]
     TooLarge(usize),
     /// The content begins as this crate writes every record but is not a
     /// whole one: torn, truncated, or zero-filled by a crash. Ours to

@@ -8,7 +8,11 @@ use std::mem::MaybeUninit;
 
 use crate::sys;
 
-/// A lock file larger than this is not one of ours; only this much is read.
+/// The longest record this crate writes, and so the longest file that may be
+/// one of ours: a longer file is someone else's, whatever it holds (a disk
+/// image that starts with zeros, a text that starts with blank lines), and
+/// is never written, truncated or removed. Only this much (and one byte
+/// more) is ever read.
 pub(crate) const MAX_RECORD_BYTES: usize = 64 * 1024;
 
 /// The first read of a lock file's content: our records are 512 bytes unless

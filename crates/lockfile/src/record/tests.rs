@@ -4,6 +4,7 @@ use uuid::Uuid;
 
 use super::document::{Peek, RECORD_BLOCK, RELEASED_PREFIX};
 use super::*;
+use crate::Content;
 use crate::history::{LastRun, Outcome, RunEnd};
 use proptest::prelude::*;
 
@@ -142,17 +143,44 @@ fn decode_names_why_bytes_are_not_a_record() {
             "{torn:?}"
         );
     }
+    // More bytes than any record are someone else's, whatever they are:
+    // blank, zero, or beginning as a record of ours does.
+    let whole = vec![b' '; MAX_RECORD_BYTES];
+    assert_eq!(LockDocument::decode(&whole), Err(DecodeError::Empty));
     let huge = vec![b' '; MAX_RECORD_BYTES + 1];
-    assert_eq!(LockDocument::decode(&huge), Err(DecodeError::Empty));
+    assert_eq!(
+        LockDocument::decode(&huge),
+        Err(DecodeError::TooLarge(MAX_RECORD_BYTES + 1))
+    );
+    assert_eq!(Content::of(&huge), Content::Foreign);
+    let zeros = vec![0; MAX_RECORD_BYTES + 1];
+    assert_eq!(Content::of(&zeros), Content::Foreign);
+    assert_eq!(Content::of(&zeros[..MAX_RECORD_BYTES]), Content::Torn);
     let mut huge = vec![b'x'; MAX_RECORD_BYTES + 1];
     huge[..RELEASED_PREFIX.len()].copy_from_slice(RELEASED_PREFIX.as_bytes());
     assert!(matches!(
         LockDocument::decode(&huge),
         Err(DecodeError::TooLarge(_))
     ));
+    assert_eq!(Content::of(&huge), Content::Foreign);
     huge[..9].copy_from_slice(b"{\"format\"");
     huge[9] = b' ';
-    assert_eq!(LockDocument::decode(&huge), Err(DecodeError::Foreign));
+    assert_eq!(Content::of(&huge), Content::Foreign);
+    // By its size, a file is judged as a whole even when only its first
+    // bytes were read: blank or zero bytes read from a longer file are not
+    // an empty or torn file.
+    let len = MAX_RECORD_BYTES as u64 + 1;
+    for read in [&b""[..], b"   \n", &[0; 4096]] {
+        assert_eq!(
+            LockDocument::decode_file(read, len),
+            Err(DecodeError::TooLarge(MAX_RECORD_BYTES + 1))
+        );
+        assert_eq!(
+            Content::from_decoded(&LockDocument::decode_file(read, len)),
+            Content::Foreign
+        );
+    }
+    assert_eq!(LockDocument::decode_file(b"  ", 2), Err(DecodeError::Empty));
 }
 
 #[test]

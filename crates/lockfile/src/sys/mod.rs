@@ -193,6 +193,29 @@ pub(crate) fn read_prefix_uninit<'a>(
     Ok(unsafe { &mut *(std::ptr::from_mut(&mut buf[..filled]) as *mut [u8]) })
 }
 
+/// Unlinks `name` from the open directory `dir`, but only while it still
+/// names the file `expected` (the one checked under its lock): never through
+/// a symlink, and never in another directory than the one `dir` pinned,
+/// whatever its path names now.
+///
+/// What the check cannot exclude is whoever may write `dir` renaming another
+/// file over `name` between the look and the unlink: only they can, and only
+/// in that directory, which is theirs to change anyway.
+pub(crate) fn unlink_if_same(
+    dir: BorrowedFd<'_>,
+    name: &std::path::Path,
+    expected: &Identity,
+) -> io::Result<bool> {
+    match identity_in(dir, name) {
+        Ok(now) if now.same_file(expected) => {}
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty())?;
+    Ok(true)
+}
+
 /// The kind of a file that is not a regular file, for error messages.
 pub(crate) fn file_kind(kind: rustix::fs::FileType) -> &'static str {
     use rustix::fs::FileType;
@@ -316,6 +339,9 @@ pub(crate) struct Identity {
     pub(crate) links: u64,
     /// Its owner: a file in a shared sticky directory may be planted.
     pub(crate) uid: u32,
+    /// Its length in bytes: a regular file longer than any record of ours
+    /// is someone else's, whatever its first bytes say.
+    pub(crate) size: u64,
 }
 
 impl Identity {

@@ -54,19 +54,36 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
         kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
         links: st.st_nlink as u64,
         uid: st.st_uid,
+        size: st.st_size as u64,
     })
 }
 
 pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path)?;
+    identity_in(rustix::fs::CWD, path)
+}
+
+pub(crate) fn identity_in(dir: impl AsFd, name: &std::path::Path) -> io::Result<super::Identity> {
+    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
     Ok(super::Identity {
-        dev: m.dev(),
-        ino: m.ino(),
-        kind: rustix::fs::FileType::from_raw_mode(m.mode() as rustix::fs::RawMode),
-        links: m.nlink(),
-        uid: m.uid(),
+        dev: st.st_dev as u64,
+        ino: st.st_ino as u64,
+        kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
+        links: st.st_nlink as u64,
+        uid: st.st_uid,
+        size: st.st_size as u64,
     })
+}
+
+/// Opens the directory `path` to pin it: later lookups and unlinks go
+/// through this descriptor. Without `O_PATH`, it must be readable.
+pub(crate) fn open_dir_pinned(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::OFlags;
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(io::Error::from)
 }
 
 /// Without `/proc/locks` the only way to learn whether a file is locked is to

@@ -227,6 +227,16 @@ impl Drop for ChildHolder {
 fn run_child(action: &str) -> i32 {
     let parts: Vec<&str> = action.split('\t').collect();
     match parts.as_slice() {
+        // The attacker of a reap by path: keeps a stale record `NAME` in a
+        // directory `DIR/lockfile` of its own, and swaps that directory with
+        // a symlink to `VICTIM` (renameat2 RENAME_EXCHANGE) over and over,
+        // until killed.
+        ["swap-loop", dir, victim, name, record] => swap_loop(
+            Path::new(dir),
+            Path::new(victim),
+            Path::new(name),
+            &std::fs::read(record).expect("read the record to plant"),
+        ),
         // Take the lock, say so, and hold it until killed.
         ["hold", path, job] => {
             let guard = LockOptions::new()
@@ -588,6 +598,32 @@ fn receive_descriptor(stream: &std::os::unix::net::UnixStream) -> std::os::fd::O
             _ => None,
         })
         .expect("a descriptor")
+}
+
+/// See the `swap-loop` action.
+fn swap_loop(dir: &Path, victim: &Path, name: &Path, record: &[u8]) -> ! {
+    use rustix::fs::{CWD, Mode, OFlags, RenameFlags};
+    let real = dir.join("lockfile");
+    let link = dir.join("link");
+    std::fs::create_dir(&real).expect("create the swapped directory");
+    std::os::unix::fs::symlink(victim, &link).expect("create the symlink");
+    // Kept through every swap: wherever its name points, the record is
+    // planted in the attacker's own directory.
+    let own = rustix::fs::open(&real, OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .expect("open the swapped directory");
+    let mut announced = false;
+    loop {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC;
+        if let Ok(file) = rustix::fs::openat(&own, name, flags, Mode::from_raw_mode(0o644)) {
+            rustix::io::write(&file, record).expect("plant the record");
+        }
+        rustix::fs::renameat_with(CWD, &real, CWD, &link, RenameFlags::EXCHANGE)
+            .expect("renameat2(RENAME_EXCHANGE)");
+        if !announced {
+            println!("ready");
+            announced = true;
+        }
+    }
 }
 
 /// Has flock(1) take the lock at `path` and start a background `sleep` that

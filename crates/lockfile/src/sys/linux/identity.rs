@@ -14,7 +14,7 @@ pub(in crate::sys) fn noatime_flag() -> i32 {
 }
 
 /// The identity of an open file, from statx(2) asked for the type, inode,
-/// link count and owner only. Not for the times: on filesystems with fine-grained timestamps
+/// link count, size and owner only. Not for the times: on filesystems with fine-grained timestamps
 /// (Linux 6.13+), a query of the times makes the next write to the file take
 /// a fine-grained timestamp and log its inode, which the lock's hot path
 /// would pay for on every record write.
@@ -30,9 +30,16 @@ pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<Identity> {
 
 /// The identity of what `path` names, without following a symlink.
 pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<Identity> {
+    identity_in(rustix::fs::CWD, path)
+}
+
+/// The identity of what `name` names in the open directory `dir` (or, for
+/// a path of several components, below it), without following a symlink
+/// in the last component.
+pub(crate) fn identity_in(dir: impl AsFd, name: &std::path::Path) -> io::Result<Identity> {
     identity(rustix::fs::statx(
-        rustix::fs::CWD,
-        path,
+        dir,
+        name,
         rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
         identity_mask(),
     ))
@@ -41,7 +48,7 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<Identity> {
 /// What an identity asks statx(2) for: never the times (see `identity_of`).
 fn identity_mask() -> rustix::fs::StatxFlags {
     use rustix::fs::StatxFlags;
-    StatxFlags::TYPE | StatxFlags::INO | StatxFlags::NLINK | StatxFlags::UID
+    StatxFlags::TYPE | StatxFlags::INO | StatxFlags::NLINK | StatxFlags::UID | StatxFlags::SIZE
 }
 
 fn identity(statx: rustix::io::Result<rustix::fs::Statx>) -> io::Result<Identity> {
@@ -52,7 +59,22 @@ fn identity(statx: rustix::io::Result<rustix::fs::Statx>) -> io::Result<Identity
         kind: rustix::fs::FileType::from_raw_mode(st.stx_mode.into()),
         links: st.stx_nlink.into(),
         uid: st.stx_uid,
+        size: st.stx_size,
     })
+}
+
+/// Opens the directory `path` to pin it: later lookups and unlinks go
+/// through this descriptor, so that a directory renamed or swapped for a
+/// symlink afterwards cannot redirect them. `O_PATH`: it is only ever a
+/// base for `*at` calls, which takes no read permission on it.
+pub(crate) fn open_dir_pinned(path: &std::path::Path) -> io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::OFlags;
+    rustix::fs::open(
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(io::Error::from)
 }
 
 pub(in crate::sys) fn filesystem_type(file: &File) -> Option<u64> {

@@ -16,7 +16,7 @@ mod wait_timer;
 pub(crate) use descriptor::{descriptor_lock, descriptor_path, reopen, shares_locked_file};
 pub(super) use fork::fork_witness;
 pub(super) use identity::{filesystem_type, noatime_flag};
-pub(crate) use identity::{identity_at, identity_of};
+pub(crate) use identity::{identity_at, identity_in, identity_of, open_dir_pinned};
 pub(crate) use lock_table::{KernelLocks, held_shared};
 pub(crate) use pidfd::{Pidfd, wait_exited};
 pub(crate) use process_tree::{descriptors_readable, process_table, process_uids};

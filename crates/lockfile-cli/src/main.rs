@@ -131,15 +131,24 @@ fn run_translated(run_args: Vec<OsString>) -> i32 {
 }
 
 /// Sends the library's `tracing` events to stderr. The level comes from
-/// `LOCKFILE_LOG` (an `EnvFilter` directive), `info` by default.
+/// `LOCKFILE_LOG`: a level (`debug`), or targets with levels
+/// (`lockfile=debug,warn`); `info` when it is unset or unreadable. (A
+/// `Targets` filter, not an `EnvFilter`: the same directives but span and
+/// field filters, without a regex engine in every start-up.)
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LOCKFILE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let filter: tracing_subscriber::filter::Targets = std::env::var("LOCKFILE_LOG")
+        .ok()
+        .and_then(|directives| directives.parse().ok())
+        .unwrap_or_else(|| {
+            tracing_subscriber::filter::Targets::new()
+                .with_default(tracing::level_filters::LevelFilter::INFO)
+        });
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => registry.with(layer.json().flatten_event(true)).init(),
+        LogFormat::Text => registry.with(layer).init(),
     }
 }

@@ -248,23 +248,26 @@
 //!   descriptor passed to another process is never reason to signal it.
 //! - **Big files are never ours.** A lock may be taken on a data file in
 //!   place: a record is written only over content that is empty or already
-//!   ours, so a file that is not is left byte for byte as it is
-//!   ([Files that are not ours](#files-that-are-not-ours)).
+//!   ours, and a file longer than any record (64 KiB, by `fstat`) is never
+//!   ours, whatever its first bytes are. It is locked without a record and
+//!   left byte for byte ([Files that are not ours](#files-that-are-not-ours)).
+//!   A record that would pass 64 KiB is refused ([`Error::RecordTooLarge`]).
 //! - **Unlink relative to a pinned directory.** A file is only unlinked
-//!   under its lock. The unlink must go through the directory that was
-//!   opened and listed, and only while the name still refers to the inode
-//!   that was checked: a directory component swapped meanwhile must not
-//!   turn an unlink in one directory into an unlink in another.
-//! - **Unsafe opens of side files.** Every file opened besides the lock
-//!   (metrics, their side locks and temporary files, an output file) must
-//!   be opened as the lock is: no symlink followed, no FIFO waited on,
-//!   regular files only, reads bounded. A planted FIFO or a symlink to
-//!   `/dev/zero` must cost one line on stderr, never a hang.
+//!   under its lock, through the directory that was opened (and listed, for
+//!   [`reap`]), and only while the name still refers to the inode that was
+//!   checked: a directory component swapped meanwhile cannot turn an unlink
+//!   in one directory into an unlink in another.
+//! - **Unsafe opens of side files.** The `lockfile` command opens every file
+//!   besides the lock (metrics, their side locks and temporary files, an
+//!   output file) as the lock is opened: no symlink followed, no FIFO waited
+//!   on, regular files only, reads bounded. A planted FIFO or a symlink to
+//!   `/dev/zero` costs one line on stderr, never a hang; metrics it did not
+//!   write (another user's file, impossible figures) are not carried forward.
 //! - **Terminal escapes in output.** Host names, job names, paths and
-//!   process names come from files and other processes: human-readable
-//!   output must escape control characters in them, so that none reaches
-//!   an administrator's terminal raw. JSON output escapes them by its
-//!   nature.
+//!   process names come from files and other processes: the command's
+//!   human-readable output escapes control characters in them, so that none
+//!   reaches an administrator's terminal raw. JSON output escapes them by
+//!   its nature.
 //!
 //! What stays out of reach: the advisory lock binds only those who take it,
 //! and a user who may write the directory may always hold a lock on a file

@@ -288,8 +288,8 @@ pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
 pub use inspect::{
-    Finding, InspectOptions, LockReport, LockState, Severity, Status, Unhealthy, inspect,
-    inspect_dir,
+    Finding, InspectOptions, LockReport, LockState, Severity, Status, Undecided, Unhealthy,
+    inspect, inspect_dir,
 };
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};

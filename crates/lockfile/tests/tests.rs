@@ -14,6 +14,7 @@ mod history;
 mod inspect;
 mod interop;
 mod model;
+mod planted;
 mod races;
 mod reap;
 mod shared;

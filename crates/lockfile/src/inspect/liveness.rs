@@ -36,6 +36,7 @@ pub(super) fn holder_is_owner(pid: u32, owner: &OwnerRecord, me: &ProcessIdentit
 }
 
 /// What can be said about a recorded local owner.
+#[derive(Clone)]
 pub(crate) enum Liveness {
     Alive,
     Dead(String),

@@ -49,10 +49,10 @@ use crate::{Error, OwnerRecord, Result};
 const LOOKS: usize = 4;
 
 /// The most process descriptors one scan walks in all. A walk of 19,000
-/// descriptors costs about as much as reading 1,500 lock files, and one is
-/// needed only when the table came in pieces: this allows a few such walks,
-/// however many processes the records in a directory name.
-pub(crate) const WALK_BUDGET: usize = 32_768;
+/// descriptors costs a few times as much as reading 1,500 lock files, and
+/// one is needed only when the table came in pieces: this allows one such
+/// walk, however many processes the records in a directory name.
+pub(crate) const WALK_BUDGET: usize = 24_576;
 
 /// State shared by every file of one inspection: the options, the kernel's
 /// lock table, our identity, one clock reading, and filesystem types per device.
@@ -70,10 +70,15 @@ pub(super) struct Scan<'a> {
     /// The files in doubt, to be looked at again (see the module's docs).
     doubts: Vec<Doubt>,
     walks: Walks,
+    /// What was found of each recorded owner: many records may name one.
+    owners: HashMap<OwnerKey, Liveness>,
     /// Orders the scan's reads of records, of the table and of descriptors:
     /// a read is evidence about a record only when it came after it.
     ticks: u64,
 }
+
+/// What tells one recorded owner from another, for [`Scan::judge`].
+type OwnerKey = (u32, Option<u64>, Option<u64>, Option<Arc<str>>);
 
 /// A file the table could not settle, with what its first look found.
 struct Doubt {
@@ -106,8 +111,27 @@ impl<'a> Scan<'a> {
                 left: WALK_BUDGET,
                 done: HashMap::new(),
             },
+            owners: HashMap::new(),
             ticks: 0,
         })
+    }
+
+    /// Whether a recorded owner lives, judged once per scan: a process
+    /// that dies meanwhile leaves records the table does not list, which
+    /// are `stale` whether it is judged alive or dead.
+    fn judge(&mut self, owner: &OwnerRecord) -> Liveness {
+        let key = (
+            owner.pid,
+            owner.start_time,
+            owner.pid_namespace,
+            owner.boot_id.clone(),
+        );
+        if let Some(known) = self.owners.get(&key) {
+            return known.clone();
+        }
+        let liveness = judge_owner(owner, &self.me);
+        self.owners.insert(key, liveness.clone());
+        liveness
     }
 
     fn tick(&mut self) -> u64 {
@@ -418,7 +442,7 @@ impl Scan<'_> {
             .doc
             .as_ref()
             .filter(|d| !d.released && d.owner.hostname == self.me.hostname)
-            .map(|d| judge_owner(&d.owner, &self.me));
+            .map(|d| self.judge(&d.owner));
         let hold = self.locks.hold(file, sample.dev, sample.ino);
         let owner_not_dead = matches!(liveness, Some(Liveness::Alive | Liveness::Unknown));
         if hold == KernelHold::Free && owner_not_dead {

@@ -9,6 +9,7 @@
 mod alloc;
 mod cycle;
 mod handoff;
+mod planted;
 mod process;
 mod python;
 mod scan;
@@ -63,6 +64,17 @@ struct Args {
     #[arg(long)]
     unrelated: Option<usize>,
 
+    /// Processes named by the records of the planted scan's many-processes
+    /// row (default: one per file, 1500; 100 with --quick).
+    #[arg(long)]
+    planters: Option<usize>,
+
+    /// Open descriptors of each of those processes (default: 1000; the one
+    /// process of the one-process row has 19000, or as many as the limit on
+    /// open files allows).
+    #[arg(long, default_value_t = 1_000)]
+    planter_descriptors: usize,
+
     /// Seed for the shuffles (default: from the clock; printed).
     #[arg(long)]
     seed: Option<u64>,
@@ -77,6 +89,7 @@ enum Section {
     Cycle,
     Handoff,
     Scan,
+    Planted,
     Process,
 }
 
@@ -185,6 +198,11 @@ fn main() -> Result<()> {
         let results = measure_scans(&args, &size, &mut rng, &exe, tmp.path(), unrelated)?;
         report.scans(&results, args.files, args.held, unrelated);
     }
+    if want(Section::Planted) {
+        eprintln!("planted scans...");
+        let results = measure_planted(&args, &size, &mut rng, &exe, tmp.path())?;
+        report.planted(&results);
+    }
     if let Some(mut launcher) = launcher {
         eprintln!("whole processes...");
         let (results, flock) = measure_processes(
@@ -209,6 +227,12 @@ fn child_main(args: &[String]) -> Result<()> {
         [role, dir, count, step] if role == "holder" => {
             scan::holder_main(PathBuf::from(dir), count.parse()?, step.parse()?)
         }
+        [role, dir, first, count, descriptors] if role == "planter" => planted::planter_main(
+            PathBuf::from(dir),
+            first.parse()?,
+            count.parse()?,
+            descriptors.parse()?,
+        ),
         _ => bail!("unknown child role {args:?}"),
     }
 }
@@ -368,6 +392,80 @@ fn measure_scans(
             } / inspects as f64;
             if round > 0 {
                 results.record(which, per_op);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The files of the planted scans: as many as the figure the project holds
+/// itself to names.
+pub(crate) const PLANTED_FILES: usize = 1_500;
+/// The descriptors of the one process all the records of a row name.
+pub(crate) const ONE_PROCESS_DESCRIPTORS: usize = 19_000;
+
+/// What others can make a scan cost (see `planted`): the three directories
+/// scanned in shuffled order every round, first with the kernel's lock
+/// table read in one piece, then with a child holding enough unrelated
+/// locks that it comes in pieces, where settling a file may take walking
+/// its owner's descriptors.
+fn measure_planted(
+    args: &Args,
+    size: &Size,
+    rng: &mut Rng,
+    exe: &std::path::Path,
+    tmp: &std::path::Path,
+) -> Result<Results> {
+    let files = PLANTED_FILES;
+    let limit = planted::descriptor_limit();
+    let one_fds = ONE_PROCESS_DESCRIPTORS.min(limit);
+    let planters = args
+        .planters
+        .unwrap_or(if args.quick { 100 } else { files })
+        .clamp(1, files);
+    let many_fds = args.planter_descriptors.min(limit);
+    let ordinary = planted::PlantedDir::ordinary(tmp.join("ordinary"), files)?;
+    let one = planted::PlantedDir::planted(exe, tmp.join("one"), files, 1, one_fds)?;
+    let many = planted::PlantedDir::planted(exe, tmp.join("many"), files, planters, many_fds)?;
+    let mut results = Results::default();
+    results.record_extra(planted::ONE_FDS, one_fds as f64);
+    results.record_extra(planted::PLANTERS, planters as f64);
+    results.record_extra(planted::MANY_FDS, many_fds as f64);
+    for crowded in [false, true] {
+        // Enough locks held elsewhere that /proc/locks takes several reads.
+        let _crowd = if crowded {
+            Some(scan::ScanDir::create(exe, tmp.join("crowd"), 200, 200)?)
+        } else {
+            None
+        };
+        for round in 0..=size.rounds {
+            let mut order = [
+                (planted::ORDINARY, &ordinary),
+                (planted::ONE_PROCESS, &one),
+                (planted::MANY_PROCESSES, &many),
+            ];
+            rng.shuffle(&mut order);
+            let mut took = std::collections::HashMap::new();
+            for (which, dir) in order {
+                let (seconds, undecided) = planted::scan_seconds(dir)?;
+                took.insert(which, seconds);
+                if round > 0 {
+                    let key = planted::key(which, crowded);
+                    results.record_extra(&format!("undecided|{key}"), undecided as f64);
+                }
+            }
+            if round == 0 {
+                continue;
+            }
+            results.start_round();
+            let ordinary = took[planted::ORDINARY];
+            for (which, seconds) in took {
+                let key = planted::key(which, crowded);
+                results.record(&key, seconds);
+                // The share of its allowance, 3× the ordinary scan of the
+                // same round plus a quarter of a second, that it used.
+                let allowance = 3.0 * ordinary + planted::ALLOWANCE_SECONDS;
+                results.record(&planted::allowance_key(&key), seconds / allowance);
             }
         }
     }

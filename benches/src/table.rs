@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use crate::handoff::{self, Placement, Variant};
 use crate::stats::Results;
-use crate::{Args, CycleExtras, Size, cycle, process, scan, sys};
+use crate::{Args, CycleExtras, Size, cycle, planted, process, scan, sys};
 
 /// A time in the unit that reads best.
 fn time(ns: f64) -> String {
@@ -386,6 +386,50 @@ impl Report {
                 ratio(r.ratio(name, scan::BUSY_FLOOR)),
                 ratio(r.median(name) / r.median(quiet))
             ));
+        }
+        self.line("");
+    }
+
+    pub(crate) fn planted(&mut self, r: &Results) {
+        let files = crate::PLANTED_FILES;
+        self.line(&format!(
+            "## What others can make a scan cost: {files} records naming live processes that do not hold the locks\n"
+        ));
+        self.line(&format!(
+            "The one process has {:.0} open descriptors; the many are {:.0} processes with {:.0} each. \"Crowded\": a child holds 200 unrelated locks, so that the kernel's lock table comes in several reads and settling a file may take walking its owner's descriptors.\n",
+            r.extra_median(planted::ONE_FDS),
+            r.extra_median(planted::PLANTERS),
+            r.extra_median(planted::MANY_FDS),
+        ));
+        self.line("| table | variant | median scan | × ordinary | undecided files | share of 3× ordinary + 0.25 s | verdict |");
+        self.line("|---|---|---:|---:|---:|---:|---|");
+        for crowded in [false, true] {
+            let table = if crowded { "crowded" } else { "quiet" };
+            let ordinary = planted::key(planted::ORDINARY, crowded);
+            for which in [
+                planted::ORDINARY,
+                planted::ONE_PROCESS,
+                planted::MANY_PROCESSES,
+            ] {
+                let key = planted::key(which, crowded);
+                let (share, v) = if which == planted::ORDINARY {
+                    (String::new(), "")
+                } else {
+                    let x = r.median(&planted::allowance_key(&key));
+                    let v = self.judge(
+                        &format!("{which}, {table} table ≤ 3× ordinary + 0.25 s"),
+                        x,
+                        1.0,
+                    );
+                    (ratio(x), v)
+                };
+                self.line(&format!(
+                    "| {table} | {which} | {} | {} | {:.0} | {share} | {v} |",
+                    time(r.median(&key) * 1e9),
+                    ratio(r.ratio(&key, &ordinary)),
+                    r.extra_median(&format!("undecided|{key}")),
+                ));
+            }
         }
         self.line("");
     }

@@ -631,7 +631,7 @@ fn inspect_exports_lock_files_as_samples() {
     let all = samples(&text);
     let (h, f, b) = (s(&held), s(&free), s(&broken));
     for (lock, state) in [(h, "held"), (f, "free")] {
-        for other in ["absent", "free", "held", "stale", "debris"] {
+        for other in ["absent", "free", "held", "stale", "debris", "undecided"] {
             let want = if other == state { 1.0 } else { 0.0 };
             assert_eq!(
                 value(

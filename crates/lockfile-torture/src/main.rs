@@ -3,7 +3,8 @@
 //! without pause. Every critical section checks, with a detector that does
 //! not use this project's code, that it is alone. One summary at the end;
 //! the exit status is non-zero when exclusion broke, when inspecting made an
-//! acquisition fail, or when anything failed unexpectedly.
+//! acquisition fail, when an inspection misreported a lock, or when anything
+//! failed unexpectedly.
 //!
 //! The same binary plays every part: without a subcommand it coordinates a
 //! run; the hidden subcommands are the processes it starts.
@@ -21,7 +22,7 @@ use clap::{Args, Parser, Subcommand};
 #[command(
     name = "lockfile-torture",
     about = "Multi-process torture test of lockfile locks: exclusion under SIGKILL, reap and inspect",
-    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, a held lock unlinked or its record overwritten, an acquisition made to fail by inspect, or any unexpected error; 2 when it could not run."
+    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, a held lock unlinked or its record overwritten, an acquisition made to fail by inspect, an inspection that misreported a lock, or any unexpected error; 2 when it could not run."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -67,12 +68,6 @@ pub(crate) struct RunConfig {
     /// The `lockfile` command (default: the one next to this executable).
     #[arg(long)]
     pub(crate) lockfile_bin: Option<PathBuf>,
-
-    /// Also fail the run when an inspection contradicts what the probe was
-    /// doing throughout (by default it is reported, not fatal: `inspect` can
-    /// miss a held lock while other locks change, a known bug).
-    #[arg(long)]
-    pub(crate) strict_inspect: bool,
 
     /// Self-test of the detector: library workers enter their critical
     /// section without taking the lock, so the run must report overlaps.

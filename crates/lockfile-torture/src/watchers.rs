@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use lockfile::{LockOptions, LockReport, LockState, ReapOptions};
+use lockfile::{Finding, LockOptions, LockReport, LockState, ReapOptions};
 
 use crate::board::{Board, Layout, Rng};
 
@@ -203,18 +203,22 @@ fn judge_probe(
 
 /// A `stale` verdict means "nobody holds it and the owner never released":
 /// with an owner that is alive (no `owner_dead` finding) it names a lock
-/// whose holder was taking it while inspect looked.
+/// whose holder was taking it while inspect looked, since every worker
+/// releases what it takes unless it is killed.
 fn judge_worker_lock(board: &Board, report: &LockReport) {
     if report.state != LockState::Stale {
         return;
     }
     board.stale_reports.fetch_add(1, SeqCst);
-    let alive = !report.findings.iter().any(|f| f.kind() == "owner_dead");
+    let alive = !report
+        .findings
+        .iter()
+        .any(|f| matches!(f, Finding::OwnerDead { .. }));
     if alive {
         let n = board.stale_while_owner_alive.fetch_add(1, SeqCst);
         if n < 3 {
             eprintln!(
-                "lockfile-torture: note: inspect called {} stale while its owner (pid {:?}) was alive",
+                "lockfile-torture: INSPECT WRONG: inspect called {} stale while its owner (pid {:?}) was alive",
                 report.path.display(),
                 report.owner.as_ref().map(|o| o.pid)
             );

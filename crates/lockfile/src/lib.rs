@@ -299,9 +299,17 @@
 //! gone), without touching the lock. The kernel hands `/proc/locks` out a
 //! page per `read(2)`, and a table read in pieces can skip an entry when
 //! other locks come and go meanwhile; so a table that took more than one read
-//! is read twice and merged, and before a file whose record names a live
-//! local owner is called `stale`, that owner's own descriptors
-//! (`/proc/PID/fdinfo`) are asked whether it holds the lock after all. A
+//! is read twice and merged. A file the table does not list, whose record
+//! names a live local owner that never released it, may have been taken
+//! since the table was read, or skipped by it: before it is called `stale`,
+//! the table is read again (once for all such files of a scan), the owner's
+//! own descriptors (`/proc/PID/fdinfo`) are asked when that table came in
+//! pieces, and the record is read again, which must not have changed. A
+//! scan walks each process's descriptors at most once for the files read
+//! before the walk, and a bounded number of descriptors in all, so that
+//! records planted to name processes with many descriptors cannot make it
+//! slow; a file it cannot settle within that is
+//! [`LockState::Undecided`], never `stale` or `free`. A
 //! bounded wait blocks in `flock(2)` and is woken at its deadline by a
 //! per-thread POSIX timer that sends the real-time signal `SIGRTMAX-3`; the
 //! crate installs a no-op handler for it on first use unless the application
@@ -372,8 +380,8 @@ pub use guard::LockGuard;
 pub use history::{LastRun, Outcome, RunEnd};
 pub use holder::Holder;
 pub use inspect::{
-    Finding, InspectOptions, LockReport, LockState, Severity, Status, TimeField, Unhealthy,
-    inspect, inspect_dir,
+    Finding, InspectOptions, LockReport, LockState, Severity, Status, TimeField, Undecided,
+    Unhealthy, inspect, inspect_dir,
 };
 pub use options::LockOptions;
 pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};

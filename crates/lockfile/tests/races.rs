@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use lockfile::LockState;
+use lockfile::{Finding, LockState};
 
 use crate::support::{ChildHolder, lock_path, tempdir};
 
@@ -109,7 +109,10 @@ fn inspect_never_calls_a_live_holders_lock_stale() {
         match report.state {
             LockState::Held => held += 1,
             LockState::Stale
-                if !report.findings.iter().any(|f| f.kind() == "owner_dead")
+                if !report
+                    .findings
+                    .iter()
+                    .any(|f| matches!(f, Finding::OwnerDead { .. }))
                     && report.owner.as_ref().map(|o| o.pid) == Some(busy.pid()) =>
             {
                 stale_alive += 1

@@ -18,6 +18,7 @@ mod model;
 mod planted;
 mod races;
 mod reap;
+mod scan_budget;
 mod shared;
 mod silence;
 mod unlink;

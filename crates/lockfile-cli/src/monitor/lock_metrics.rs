@@ -19,12 +19,13 @@ use lockfile::{LockReport, LockState};
 
 use crate::monitor::exposition::{self, Exposition, Family};
 
-const STATES: [LockState; 5] = [
+const STATES: [LockState; 6] = [
     LockState::Absent,
     LockState::Free,
     LockState::Held,
     LockState::Stale,
     LockState::Debris,
+    LockState::Undecided,
 ];
 
 const STATE: Family = Family::gauge(

@@ -193,8 +193,7 @@ fn run(cfg: RunConfig) -> Result<bool> {
         }
     }
 
-    let mut summary = Summary::gather(board, &chaos, elapsed, failed_exits + hung.len() as u64);
-    summary.strict_inspect = cfg.strict_inspect;
+    let summary = Summary::gather(board, &chaos, elapsed, failed_exits + hung.len() as u64);
     summary.print();
     if cfg.dir.is_some() {
         println!("run directory kept: {}", dir.display());

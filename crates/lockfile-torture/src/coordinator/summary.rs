@@ -35,7 +35,6 @@ pub(super) struct Summary {
     recovery_library: Vec<u64>,
     recovery_section: Vec<u64>,
     errors: u64,
-    pub(super) strict_inspect: bool,
 }
 
 impl Summary {
@@ -93,7 +92,6 @@ impl Summary {
             recovery_library,
             recovery_section,
             errors: board.errors.load(SeqCst) + failed_exits,
-            strict_inspect: false,
         }
     }
 
@@ -103,7 +101,8 @@ impl Summary {
             && self.errors == 0
             && self.record_mismatches == 0
             && self.unlinked_while_held == 0
-            && (self.probe_contradictions == 0 || !self.strict_inspect)
+            && self.probe_contradictions == 0
+            && self.stale_while_owner_alive == 0
     }
 
     pub(super) fn print(&self) {
@@ -154,13 +153,8 @@ impl Summary {
             self.probe_failures, self.probe_attempts, self.inspections
         );
         println!(
-            "inspect contradicting the probe            {}{}",
-            self.probe_contradictions,
-            if self.strict_inspect {
-                ""
-            } else {
-                "  (reported, not fatal without --strict-inspect)"
-            }
+            "inspect contradicting the probe            {}",
+            self.probe_contradictions
         );
         println!(
             "`stale` verdicts on a live owner's lock    {}  (of {} `stale` verdicts)",

@@ -190,6 +190,16 @@ pub enum Finding {
         #[serde(rename = "ahead_seconds", serialize_with = "secs")]
         ahead: Duration,
     },
+    /// Inspect could not tell whether the lock is held: the table did not
+    /// list it, the record names a live owner, and what would settle it
+    /// could not be had (see [`Undecided`]). The state is
+    /// [`LockState::Undecided`](crate::LockState::Undecided), never `stale`
+    /// or `free`.
+    Undecided {
+        /// Why.
+        #[serde(rename = "why")]
+        reason: Undecided,
+    },
 }
 
 /// Which time of a lock file a [`Finding::FutureTime`] is about.
@@ -233,8 +243,8 @@ impl fmt::Display for TimeField {
 impl Finding {
     /// The finding's stable name: `aged`, `heartbeat_silent`, `foreign_host`,
     /// `owner_dead`, `holder_mismatch`, `network_filesystem`,
-    /// `never_succeeded`, `silent`, `overrunning`, `planted_file` or
-    /// `future_time`.
+    /// `never_succeeded`, `silent`, `overrunning`, `planted_file`,
+    /// `future_time` or `undecided`.
     pub fn kind(&self) -> &'static str {
         match self {
             Finding::Aged { .. } => "aged",
@@ -248,6 +258,7 @@ impl Finding {
             Finding::Overrunning { .. } => "overrunning",
             Finding::PlantedFile { .. } => "planted_file",
             Finding::FutureTime { .. } => "future_time",
+            Finding::Undecided { .. } => "undecided",
         }
     }
 
@@ -316,6 +327,9 @@ impl fmt::Display for Finding {
                 f,
                 "the lock lives on a {filesystem} filesystem, where kernel locks may not exclude other hosts; use a lease across hosts"
             ),
+            Finding::Undecided { reason } => {
+                write!(f, "could not tell whether it is held: {reason}")
+            }
             Finding::NeverSucceeded { expect_every } => write!(
                 f,
                 "no successful run was ever recorded (one is expected every {})",
@@ -349,6 +363,42 @@ impl fmt::Display for Finding {
 
 fn rfc3339_time<S: Serializer>(t: &SystemTime, s: S) -> std::result::Result<S::Ok, S::Error> {
     crate::rfc3339::serialize(t, s)
+}
+
+/// Why inspect left a file [`Undecided`](Finding::Undecided).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Undecided {
+    /// The kernel's table was read in pieces (a host with many locks), and
+    /// settling it took walking the owner's descriptors, but the scan had
+    /// already walked as many descriptors as it may: a scan's cost must not
+    /// grow with what others put in the directory.
+    WalkBudget {
+        /// The descriptors a scan may walk in all.
+        budget: usize,
+    },
+    /// Its record changed every time it was looked at: its owner takes and
+    /// releases it faster than inspect can look.
+    KeptChanging {
+        /// How many times it was looked at.
+        looks: usize,
+    },
+}
+
+impl fmt::Display for Undecided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Undecided::WalkBudget { budget } => write!(
+                f,
+                "the lock table was read in pieces and this scan already walked its budget of {budget} process descriptors, so the recorded owner's were not looked at"
+            ),
+            Undecided::KeptChanging { looks } => write!(
+                f,
+                "its record changed each of the {looks} times it was read: its owner is taking and releasing it"
+            ),
+        }
+    }
 }
 
 fn secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -1,14 +1,15 @@
 //! Whether a recorded owner lives, and who really holds a lock: judged by
 //! boot id, PID namespace and start time, never by a PID alone.
 
-use crate::sys::{self, ProcessIdentity};
+use crate::sys::{self, KernelLocks, ProcessIdentity};
 use crate::{Holder, OwnerRecord};
 
 /// Resolves the kernel's view into live processes. `/proc/locks` names the
 /// process that took the lock; when that one is gone (or invisible from our
 /// namespace) the lock lives on in a descriptor someone inherited, so look
-/// for that someone.
-pub(super) fn holders(kernel_pids: &[i64], dev: u64, ino: u64) -> Vec<Holder> {
+/// for that someone, with one walk of every process's descriptors per table,
+/// however many files ask.
+pub(super) fn holders(locks: &KernelLocks, kernel_pids: &[i64], dev: u64, ino: u64) -> Vec<Holder> {
     let visible: Vec<u32> = kernel_pids
         .iter()
         .filter_map(|&p| u32::try_from(p).ok())
@@ -17,7 +18,7 @@ pub(super) fn holders(kernel_pids: &[i64], dev: u64, ino: u64) -> Vec<Holder> {
     let pids = if visible.len() == kernel_pids.len() {
         visible
     } else {
-        sys::processes_holding(dev, ino)
+        locks.processes_holding(dev, ino)
     };
     pids.into_iter().map(Holder::from_pid).collect()
 }
@@ -35,6 +36,7 @@ pub(super) fn holder_is_owner(pid: u32, owner: &OwnerRecord, me: &ProcessIdentit
 }
 
 /// What can be said about a recorded local owner.
+#[derive(Clone)]
 pub(crate) enum Liveness {
     Alive,
     Dead(String),

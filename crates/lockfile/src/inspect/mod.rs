@@ -14,7 +14,7 @@ mod scan;
 use std::io;
 use std::path::Path;
 
-pub use finding::{Finding, Severity, Status, TimeField};
+pub use finding::{Finding, Severity, Status, TimeField, Undecided};
 pub use health::Unhealthy;
 pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};
@@ -49,7 +49,10 @@ impl InspectOptions {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(open_error(path, e)),
         };
-        scan.report(path.to_path_buf(), file)
+        let mut reports = [scan.report(0, path.to_path_buf(), file)];
+        scan.settle(&mut reports);
+        let [report] = reports;
+        report
     }
 
     /// Inspects every `*.lock` file in a directory with these options. See
@@ -86,13 +89,17 @@ impl InspectOptions {
         for entry in entries {
             let opened = open_for_inspect_at(dir_fd, entry.name());
             let path = entry.path;
+            let slot = reports.len();
             let report = match opened {
-                Ok(file) => scan.report(path, Some(file)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(path, None),
+                Ok(file) => scan.report(slot, path, Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(slot, path, None),
                 Err(e) => Err(open_error(&path, e)),
             };
             reports.push(report);
         }
+        // The files in doubt are looked at again once all were read: one
+        // more read of the table serves them all.
+        scan.settle(&mut reports);
         Ok(reports)
     }
 }
@@ -150,8 +157,12 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<LockReport> {
 /// lock is never invisible, not as one of the lock files the alarm watches.
 /// [`reap`](crate::reap) leaves the directory alone.
 ///
-/// The kernel's lock table is read once for the whole directory, and no lock
-/// is taken.
+/// The kernel's lock table is read once for the whole directory, and once
+/// more when a file is in doubt (a record naming a live owner on a lock the
+/// table does not list); no lock is taken. A process's descriptors are
+/// walked at most once for the files read before the walk, and a scan walks
+/// a bounded number of descriptors in all: a file that would need more is
+/// [`LockState::Undecided`], never `stale` or `free`.
 ///
 /// # Errors
 ///

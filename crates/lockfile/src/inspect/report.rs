@@ -31,6 +31,10 @@ pub enum LockState {
     /// Nobody holds the kernel lock, and the content is not an owner record
     /// (malformed, truncated, binary, oversized). Harmless to the next acquire.
     Debris,
+    /// Inspect could not tell whether the lock is held, and says so rather
+    /// than guess: a [`Finding::Undecided`] says why. Never removed by
+    /// [`reap`](crate::reap).
+    Undecided,
 }
 
 impl LockState {
@@ -42,6 +46,7 @@ impl LockState {
             LockState::Held => "held",
             LockState::Stale => "stale",
             LockState::Debris => "debris",
+            LockState::Undecided => "undecided",
         }
     }
 }

@@ -262,6 +262,13 @@ fn decide(report: &LockReport, opts: &ReapOptions) -> (ReapAction, ReapReason) {
         LockState::Absent => return kept(ReapReason::Vanished),
         LockState::Free => return kept(ReapReason::Free),
         LockState::Held => return kept(ReapReason::Held(report.holders.first().cloned())),
+        LockState::Undecided => {
+            let why = report.findings.iter().find_map(|f| match f {
+                Finding::Undecided { reason } => Some(*reason),
+                _ => None,
+            });
+            return kept(ReapReason::Undecided(why));
+        }
         LockState::Stale | LockState::Debris => {}
     }
     if report.content == Some(Content::Foreign) {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::{DecodeError, Error, Finding, Holder, Outcome, OwnerRecord};
+use crate::{DecodeError, Error, Finding, Holder, Outcome, OwnerRecord, Undecided};
 
 /// Why [`reap`](crate::reap) did what it did with one file. Its `Display` is
 /// the sentence `lockfile reap` prints; [`kind`](ReapReason::kind) names the
@@ -18,6 +18,9 @@ pub enum ReapReason {
     Free,
     /// Someone holds it; `None` when the holder is not visible from here.
     Held(Option<Holder>),
+    /// Inspect could not tell whether it is held (why, when it said): only
+    /// litter is removed, and this may not be litter.
+    Undecided(Option<Undecided>),
     /// Its content is someone else's.
     ForeignContent,
     /// A stale record from another host, whose owner cannot be checked here.
@@ -82,7 +85,7 @@ pub enum ReapChange {
 }
 
 impl ReapReason {
-    /// A stable name for the variant: `vanished`, `free`, `held`,
+    /// A stable name for the variant: `vanished`, `free`, `held`, `undecided`,
     /// `foreign_content`, `foreign_host`, `carries_last_success`,
     /// `carries_run_history`, `recently_changed`, `stale`, `torn`,
     /// `hard_linked`, `changed` or `failed`.
@@ -91,6 +94,7 @@ impl ReapReason {
             ReapReason::Vanished => "vanished",
             ReapReason::Free => "free",
             ReapReason::Held(_) => "held",
+            ReapReason::Undecided(_) => "undecided",
             ReapReason::ForeignContent => "foreign_content",
             ReapReason::ForeignHost(_) => "foreign_host",
             ReapReason::CarriesLastSuccess(_) => "carries_last_success",
@@ -113,6 +117,12 @@ impl fmt::Display for ReapReason {
             ReapReason::Free => f.write_str("free: released cleanly; a lock at rest is left alone"),
             ReapReason::Held(Some(h)) => write!(f, "held by {h}"),
             ReapReason::Held(None) => f.write_str("held by a process not visible from here"),
+            ReapReason::Undecided(Some(why)) => {
+                write!(f, "could not tell whether it is held ({why}), left alone")
+            }
+            ReapReason::Undecided(None) => {
+                f.write_str("could not tell whether it is held, left alone")
+            }
             ReapReason::ForeignContent => f.write_str(
                 "not a lockfile record: someone else's content (another tool's file), left alone",
             ),

@@ -99,6 +99,15 @@ impl KernelLocks {
         Ok(KernelLocks)
     }
 
+    /// The probes below are exact at the moment they are made.
+    pub(crate) fn read_whole(&self) -> bool {
+        true
+    }
+
+    pub(crate) fn processes_holding(&self, _dev: u64, _ino: u64) -> Vec<u32> {
+        Vec::new()
+    }
+
     /// POSIX locks of other tools cannot be seen without `/proc/locks`.
     pub(crate) fn other_lockers(&self, _file: &File, _dev: u64, _ino: u64) -> Vec<i64> {
         Vec::new()
@@ -139,6 +148,29 @@ pub(crate) fn processes_holding(_dev: u64, _ino: u64) -> Vec<u32> {
 
 pub(crate) fn process_hold(_pid: u32, _dev: u64, _ino: u64) -> Option<super::ProcessHold> {
     None
+}
+
+/// A walk over a process's descriptors: without `/proc`, never possible.
+#[derive(Debug)]
+#[allow(dead_code)]
+pub(crate) enum DescriptorWalk {
+    Open(OpenDescriptors),
+    OverBudget,
+    Unreadable,
+}
+
+/// Never built without `/proc`.
+#[derive(Debug)]
+pub(crate) struct OpenDescriptors;
+
+impl OpenDescriptors {
+    pub(crate) fn hold(&self, _dev: u64, _ino: u64) -> Option<super::ProcessHold> {
+        None
+    }
+}
+
+pub(crate) fn walk_descriptors(_pid: u32, _budget: &mut usize) -> DescriptorWalk {
+    DescriptorWalk::Unreadable
 }
 
 pub(crate) fn lock_until(

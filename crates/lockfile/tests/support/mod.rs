@@ -516,6 +516,46 @@ fn run_child(action: &str) -> i32 {
         // Contend: take the lock `rounds` times (mixing try, bounded and
         // blocking waits, some releases unlinking the file), and check with an
         // O_EXCL marker that nobody else is inside at the same time.
+        // Write this process's record into `count` files of `dir`
+        // (`PREFIX-00000.lock`, ...) and let their locks go without marking
+        // the records released, as a forger would; keep `descriptors` more
+        // descriptors open and hold `crowd` locks on other files of `dir`
+        // (so that the kernel's lock table takes several reads); then say
+        // "ready" and wait to be killed.
+        ["plant", dir, prefix, count, descriptors, crowd] => {
+            let dir = Path::new(dir);
+            let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+            rustix::process::setrlimit(
+                rustix::process::Resource::Nofile,
+                rustix::process::Rlimit {
+                    current: nofile.maximum,
+                    maximum: nofile.maximum,
+                },
+            )
+            .unwrap();
+            let null = std::fs::File::open("/dev/null").unwrap();
+            // Kept open until the process is killed.
+            let _copies: Vec<_> = (0..descriptors.parse::<usize>().unwrap())
+                .map(|_| null.try_clone().unwrap())
+                .collect();
+            for i in 0..count.parse::<usize>().unwrap() {
+                LockGuard::try_acquire(dir.join(format!("{prefix}-{i:05}.lock")))
+                    .unwrap()
+                    .disown();
+            }
+            let _held: Vec<_> = (0..crowd.parse::<usize>().unwrap())
+                .map(|i| {
+                    let name = format!("{prefix}-crowd-{i:05}");
+                    let file = std::fs::File::create(dir.join(name)).unwrap();
+                    file.lock().unwrap();
+                    file
+                })
+                .collect();
+            println!("ready");
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
         ["contend", path, marker, rounds] => {
             contend(Path::new(path), Path::new(marker), rounds.parse().unwrap())
         }

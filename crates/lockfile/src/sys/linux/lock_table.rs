@@ -30,9 +30,12 @@ pub(crate) struct KernelLocks {
     /// any PID namespace but the first (a container's), and shows them there
     /// only in the descriptors that still hold them.
     hides_orphaned_locks: bool,
-    /// Who has which file open, read on first need when the table hides
-    /// orphaned locks.
+    /// Who has which file open, read on first need: when the table hides
+    /// orphaned locks, or names a taker that is gone.
     open_files: std::sync::OnceLock<OpenFiles>,
+    /// Whether one `read(2)` returned the whole table, which is then what
+    /// the kernel's lock list held at one instant (see [`read_lock_table`]).
+    whole: bool,
 }
 
 /// Who took the `flock` lock on one file, and whether every one of them
@@ -57,9 +60,10 @@ impl KernelLocks {
                 .is_some_and(|ns| ns != INIT_PID_NAMESPACE),
             ..KernelLocks::default()
         };
-        let (table, consistent) = read_lock_table()?;
+        let (table, whole) = read_lock_table()?;
         locks.add(&table);
-        if !consistent {
+        locks.whole = whole;
+        if !whole {
             // Read in pieces, the table may have skipped a lock that was held
             // all along; it would have to be skipped twice to be missed.
             locks.add(&read_lock_table()?.0);
@@ -125,6 +129,25 @@ impl KernelLocks {
             }
             None => KernelHold::Free,
         }
+    }
+
+    /// Whether the table was read in one piece, and so shows the lock list
+    /// as it was at one instant: a lock it does not list was not held then.
+    /// A table read in pieces may have skipped a lock that was held
+    /// throughout, however unlikely after the second read.
+    pub(crate) fn read_whole(&self) -> bool {
+        self.whole
+    }
+
+    /// Every process with a descriptor holding the `flock` lock on
+    /// (dev, ino), from one walk of every process's descriptors per
+    /// snapshot, however many files ask.
+    pub(crate) fn processes_holding(&self, dev: u64, ino: u64) -> Vec<u32> {
+        let open = self.open_files.get_or_init(open_files);
+        holding_among(open, dev, ino)
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .collect()
     }
 
     /// Who holds POSIX or OFD locks on `file`: another tool's locks.

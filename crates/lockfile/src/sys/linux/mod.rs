@@ -20,7 +20,7 @@ pub(crate) use identity::{identity_at, identity_in, identity_of, open_dir_pinned
 pub(crate) use lock_table::{KernelLocks, held_shared};
 pub(crate) use pidfd::{Pidfd, wait_exited};
 pub(crate) use process_tree::{descriptors_readable, process_table, process_uids};
-pub(crate) use process_walk::{process_hold, processes_holding};
+pub(crate) use process_walk::{DescriptorWalk, process_hold, processes_holding, walk_descriptors};
 pub(super) use procfs::{boot_id, own_start_time};
 pub(crate) use procfs::{command_name, innermost_pid, pid_namespace, process_stat};
 pub(crate) use wait_timer::lock_until;

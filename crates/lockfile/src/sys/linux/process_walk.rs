@@ -75,38 +75,111 @@ pub(super) fn holding_among(open: &OpenFiles, dev: u64, ino: u64) -> Vec<(u32, P
 /// flock(1) does, cannot have written a record), and whether it holds the
 /// lock shared.
 pub(crate) fn process_hold(pid: u32, dev: u64, ino: u64) -> Option<ProcessHold> {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
-    let mut found: Option<ProcessHold> = None;
-    for fd in fds.flatten() {
-        // stat() follows the magic link to the open file itself.
-        let same_file =
-            std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
-        if !same_file {
-            continue;
-        }
-        let Some(info) = read_proc(&format!(
-            "/proc/{pid}/fdinfo/{}",
-            fd.file_name().to_string_lossy()
-        )) else {
-            continue;
-        };
-        let Some((mode, writable)) = fdinfo_flock(&String::from_utf8_lossy(&info), ino) else {
-            continue;
-        };
-        let hold = ProcessHold {
-            access: if writable {
-                HoldAccess::Writable
-            } else {
-                HoldAccess::ReadOnly
-            },
-            mode,
-        };
-        if writable {
-            return Some(hold);
-        }
-        found = Some(hold);
+    let mut unbounded = usize::MAX;
+    match walk_descriptors(pid, &mut unbounded) {
+        DescriptorWalk::Open(open) => open.hold(dev, ino),
+        DescriptorWalk::OverBudget | DescriptorWalk::Unreadable => None,
     }
-    found
+}
+
+/// One walk over a process's descriptors: which of its descriptors refer to
+/// which file. The walk (a `stat` per descriptor) is what costs; asking
+/// afterwards how the process holds one file reads only the `fdinfo` of the
+/// few descriptors that refer to it, so it is exact at the time it is asked.
+#[derive(Debug)]
+pub(crate) enum DescriptorWalk {
+    /// The process's descriptors, walked.
+    Open(OpenDescriptors),
+    /// It has more descriptors than the budget left: nothing can be said.
+    OverBudget,
+    /// Its descriptors are not ours to read (another user's process, or it
+    /// is gone).
+    Unreadable,
+}
+
+/// The descriptors of one process, by the (stat device, inode) of the
+/// regular file or directory each refers to.
+#[derive(Debug)]
+pub(crate) struct OpenDescriptors {
+    pid: u32,
+    by_file: HashMap<(u64, u64), Vec<u32>>,
+}
+
+/// Walks the descriptors of `pid`, each one counted against `budget`, and
+/// gives up as soon as the budget runs out.
+pub(crate) fn walk_descriptors(pid: u32, budget: &mut usize) -> DescriptorWalk {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    let Ok(fd_dir) = rustix::fs::open(
+        format!("/proc/{pid}/fd"),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return DescriptorWalk::Unreadable;
+    };
+    let Ok(entries) = rustix::fs::Dir::read_from(&fd_dir) else {
+        return DescriptorWalk::Unreadable;
+    };
+    let mut by_file: HashMap<(u64, u64), Vec<u32>> = HashMap::new();
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return DescriptorWalk::Unreadable;
+        };
+        let name = entry.file_name();
+        let Some(number) = std::str::from_utf8(name.to_bytes())
+            .ok()
+            .and_then(|n| n.parse().ok())
+        else {
+            continue; // "." and ".."
+        };
+        let Some(left) = budget.checked_sub(1) else {
+            return DescriptorWalk::OverBudget;
+        };
+        *budget = left;
+        // Relative to the directory: one lookup per descriptor, not four.
+        // stat() follows the magic link to the open file itself.
+        if let Ok(st) = rustix::fs::statat(&fd_dir, name, AtFlags::empty())
+            && matches!(
+                FileType::from_raw_mode(st.st_mode),
+                FileType::RegularFile | FileType::Directory
+            )
+        {
+            by_file
+                .entry((st.st_dev, st.st_ino))
+                .or_default()
+                .push(number);
+        }
+    }
+    DescriptorWalk::Open(OpenDescriptors { pid, by_file })
+}
+
+impl OpenDescriptors {
+    /// How the process holds the `flock` lock on (dev, ino) through the
+    /// descriptors the walk found on it, read now from their `fdinfo`.
+    /// A descriptor it opened after the walk is not looked at.
+    pub(crate) fn hold(&self, dev: u64, ino: u64) -> Option<ProcessHold> {
+        let mut found: Option<ProcessHold> = None;
+        for fd in self.by_file.get(&(dev, ino)).into_iter().flatten() {
+            let Some(info) = read_proc(&format!("/proc/{}/fdinfo/{fd}", self.pid)) else {
+                continue;
+            };
+            let Some((mode, writable)) = fdinfo_flock(&String::from_utf8_lossy(&info), ino) else {
+                continue;
+            };
+            let hold = ProcessHold {
+                access: if writable {
+                    HoldAccess::Writable
+                } else {
+                    HoldAccess::ReadOnly
+                },
+                mode,
+            };
+            if writable {
+                return Some(hold);
+            }
+            found = Some(hold);
+        }
+        found
+    }
 }
 
 /// The `flock` lock that the open file an fdinfo text describes holds on

@@ -79,8 +79,21 @@ fn foreign_content_is_refused_by_default_and_left_unchanged() {
 fn record_optional_locks_foreign_content_read_only_and_leaves_it_byte_for_byte() {
     let dir = tempdir();
     let path = lock_path(&dir, "job.sh");
-    write_aged(&path, SCRIPT);
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // Written, made executable and aged by a child process: a file this
+    // process wrote would be open for writing in every child that another
+    // test's thread forks meanwhile, until that child execs, and executing
+    // it then fails with ETXTBSY.
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "printf '%s' \"$2\" > \"$1\" && chmod 755 \"$1\" && touch -d @1600000000 \"$1\"",
+            "sh",
+        ])
+        .arg(&path)
+        .arg(std::str::from_utf8(SCRIPT).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
     let before = fingerprint(&path);
 
     let mut guard = LockOptions::new()

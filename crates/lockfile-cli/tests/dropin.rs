@@ -5,22 +5,11 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::SystemTime;
 
 use common::{
-    Dir, code, copy_executable, inspect_json, require_root, run_output, s, stderr, write_executable,
+    Dir, code, copy_executable, fingerprint, inspect_json, require_root, run_output, s, stderr,
+    write_executable,
 };
-
-/// Everything a lock must leave alone in a file that is not ours: bytes,
-/// size and modification time.
-fn fingerprint(path: &Path) -> (Vec<u8>, u64, SystemTime) {
-    let meta = std::fs::metadata(path).unwrap();
-    (
-        std::fs::read(path).unwrap(),
-        meta.len(),
-        meta.modified().unwrap(),
-    )
-}
 
 #[test]
 fn the_script_that_locks_itself_runs_under_its_own_lock_and_stays_byte_identical() {

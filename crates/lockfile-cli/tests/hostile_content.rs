@@ -5,37 +5,10 @@
 
 mod common;
 
-use std::fs::{File, FileTimes};
-use std::path::Path;
-use std::time::{Duration, SystemTime};
-
-use common::{BoundedOutput, Dir, code, run_output, s, stderr};
+use common::{BoundedOutput, Dir, code, fingerprint, run_output, s, stderr, write_aged};
 
 /// The longest file that may be a record of ours.
 const MAX_RECORD: usize = 64 * 1024;
-
-/// Bytes, size and modification time: everything a lock must leave alone.
-fn fingerprint(path: &Path) -> (Vec<u8>, u64, SystemTime) {
-    let meta = std::fs::metadata(path).unwrap();
-    (
-        std::fs::read(path).unwrap(),
-        meta.len(),
-        meta.modified().unwrap(),
-    )
-}
-
-/// Writes `content` with a modification time well in the past, so that any
-/// write or heartbeat would show.
-fn write_aged(path: &Path, content: &[u8]) {
-    std::fs::write(path, content).unwrap();
-    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-    File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_times(FileTimes::new().set_modified(past).set_accessed(past))
-        .unwrap();
-}
 
 /// Zero-prefixed and whitespace-prefixed files of 65,537 bytes and of 1 MB,
 /// some with data after the first 64 KiB.

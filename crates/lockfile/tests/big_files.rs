@@ -2,41 +2,16 @@
 //! disk image that starts with zeros, a text that starts with blank lines.
 //! It is locked, and never written, truncated or removed.
 
-use std::fs::{File, FileTimes};
 use std::path::Path;
-use std::time::{Duration, SystemTime};
 
 use lockfile::{
     Content, Error, LockGuard, LockOptions, NoRecord, ReapAction, ReapOptions, ReapReason,
 };
 
-use crate::support::{lock_path, tempdir};
+use crate::support::{fingerprint, lock_path, tempdir, write_aged};
 
 /// The longest file that may be a record of ours.
 const MAX_RECORD: usize = 64 * 1024;
-
-/// Bytes, size and modification time: everything a lock must leave alone.
-fn fingerprint(path: &Path) -> (Vec<u8>, u64, SystemTime) {
-    let meta = std::fs::metadata(path).unwrap();
-    (
-        std::fs::read(path).unwrap(),
-        meta.len(),
-        meta.modified().unwrap(),
-    )
-}
-
-/// Writes `content` with a modification time well in the past, so that any
-/// write or heartbeat would show.
-fn write_aged(path: &Path, content: &[u8]) {
-    std::fs::write(path, content).unwrap();
-    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-    File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_times(FileTimes::new().set_modified(past).set_accessed(past))
-        .unwrap();
-}
 
 /// Files whose first 64 KiB and more are zero bytes or whitespace: some of
 /// them that and nothing else, some with data after it.

@@ -4,37 +4,15 @@
 use std::os::unix::fs::symlink;
 use std::time::{Duration, Instant};
 
-use std::fs::{File, FileTimes};
+use std::fs::File;
 use std::path::Path;
-use std::time::SystemTime;
 
 use lockfile::{Content, Error, LockGuard, LockOptions, LockState, NoRecord};
 
-use crate::support::{assert_acquirable, assert_not_regular, lock_path, require_flock, tempdir};
-
-/// A file's bytes, size and modification time: everything a lock must leave
-/// alone in a file that is not ours.
-fn fingerprint(path: &Path) -> (Vec<u8>, u64, SystemTime) {
-    let meta = std::fs::metadata(path).unwrap();
-    (
-        std::fs::read(path).unwrap(),
-        meta.len(),
-        meta.modified().unwrap(),
-    )
-}
-
-/// Writes `content` and sets the modification time well in the past, so that
-/// any write or heartbeat would show.
-fn write_aged(path: &Path, content: &[u8]) {
-    std::fs::write(path, content).unwrap();
-    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-    File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_times(FileTimes::new().set_modified(past).set_accessed(past))
-        .unwrap();
-}
+use crate::support::{
+    assert_acquirable, assert_not_regular, fingerprint, lock_path, require_flock, tempdir,
+    write_aged,
+};
 
 const SCRIPT: &[u8] = b"#!/bin/sh\necho \"ran $0\"\n";
 

@@ -887,3 +887,31 @@ pub(crate) fn assert_not_regular(err: &lockfile::Error, kind: &str) {
         "{err:?}"
     );
 }
+
+/// A file's bytes, size and modification time: everything a lock must leave
+/// alone in a file that is not ours.
+pub(crate) fn fingerprint(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
+    let meta = std::fs::metadata(path).unwrap();
+    (
+        std::fs::read(path).unwrap(),
+        meta.len(),
+        meta.modified().unwrap(),
+    )
+}
+
+/// Writes `content` and sets the modification time well in the past, so
+/// that any write or heartbeat would show.
+pub(crate) fn write_aged(path: &Path, content: &[u8]) {
+    std::fs::write(path, content).unwrap();
+    let past = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_times(
+            std::fs::FileTimes::new()
+                .set_modified(past)
+                .set_accessed(past),
+        )
+        .unwrap();
+}

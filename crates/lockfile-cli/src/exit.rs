@@ -14,8 +14,7 @@ pub(crate) const CONFLICT: u8 = 75;
 pub(crate) const CANNOT_LOCK: i32 = 73;
 
 /// EX_UNAVAILABLE: with `--etcd`, etcd could not be reached or refused the
-/// request; in the flock(1) personality, COMMAND could not be executed; and
-/// `lockfile-full` is missing for a command line that `lockfile` hands it.
+/// request; in the flock(1) personality, COMMAND could not be executed.
 pub(crate) const UNAVAILABLE: i32 = 69;
 
 /// `run --etcd`: the lease was lost, or about to lapse, while COMMAND ran, and

@@ -33,6 +33,15 @@ impl Family {
             kind: Kind::Gauge,
         }
     }
+
+    /// A counter named `name`, described by `help`.
+    pub(crate) const fn counter(name: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            help,
+            kind: Kind::Counter,
+        }
+    }
 }
 
 /// Text in the exposition format, built one family at a time: every sample

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime};
 use lockfile::Outcome;
 
 use crate::files;
-use crate::monitor::exposition::{self, Exposition, Family, Kind, Sample};
+use crate::monitor::exposition::{self, Exposition, Family, Sample};
 
 /// Every outcome, in the order the file lists them. Each is exported from
 /// the first write on, at 0 until it happens, so that `rate()` and
@@ -85,20 +85,18 @@ const CONSECUTIVE_FAILURES: Family = Family::gauge(
     "lockfile_run_consecutive_failures",
     "How many finished runs in a row have failed (0 after a success).",
 );
-const SKIPS: Family = Family {
-    name: "lockfile_run_skips_total",
-    help: "Runs that did not start because the lock was held.",
-    kind: Kind::Counter,
-};
+const SKIPS: Family = Family::counter(
+    "lockfile_run_skips_total",
+    "Runs that did not start because the lock was held.",
+);
 const LAST_SKIP: Family = Family::gauge(
     "lockfile_run_last_skip_timestamp_seconds",
     "When a run was last skipped because the lock was held (0: never).",
 );
-const OUTCOMES_TOTAL: Family = Family {
-    name: "lockfile_run_outcomes_total",
-    help: "Finished runs, by how they ended.",
-    kind: Kind::Counter,
-};
+const OUTCOMES_TOTAL: Family = Family::counter(
+    "lockfile_run_outcomes_total",
+    "Finished runs, by how they ended.",
+);
 
 /// The largest metrics file read back. A lock's figures take about 2 KiB,
 /// so ours stay far below it; a larger file is not ours, and reading it

@@ -47,15 +47,21 @@ pub(super) fn fork_witness() -> Option<&'static std::sync::atomic::AtomicU32> {
 }
 
 pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
-    let st = rustix::fs::fstat(fd)?;
-    Ok(super::Identity {
+    Ok(identity(rustix::fs::fstat(fd)?))
+}
+
+// The field types of `stat` differ between platforms: a cast that is a
+// no-op here is a widening one elsewhere.
+#[allow(clippy::unnecessary_cast)]
+fn identity(st: rustix::fs::Stat) -> super::Identity {
+    super::Identity {
         dev: st.st_dev as u64,
         ino: st.st_ino as u64,
         kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
         links: st.st_nlink as u64,
         uid: st.st_uid,
         size: st.st_size as u64,
-    })
+    }
 }
 
 pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity> {
@@ -64,14 +70,7 @@ pub(crate) fn identity_at(path: &std::path::Path) -> io::Result<super::Identity>
 
 pub(crate) fn identity_in(dir: impl AsFd, name: &std::path::Path) -> io::Result<super::Identity> {
     let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok(super::Identity {
-        dev: st.st_dev as u64,
-        ino: st.st_ino as u64,
-        kind: rustix::fs::FileType::from_raw_mode(st.st_mode as rustix::fs::RawMode),
-        links: st.st_nlink as u64,
-        uid: st.st_uid,
-        size: st.st_size as u64,
-    })
+    Ok(identity(st))
 }
 
 /// Opens the directory `path` to pin it: later lookups and unlinks go

@@ -1,10 +1,14 @@
 //! `lockfile check`: the alarm on silence and on failure. A job that never
 //! starts produces no error of its own; this notices that its last success is
 //! too old, that its runs keep failing, or that its holder hangs or overruns.
+//! For a lock file, or a lease (`--etcd`): the same verdicts, exit statuses
+//! and JSON, except `hung`, which a lease cannot tell (its renewals prove
+//! that the wrapper lives, not that the command makes progress).
 
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Finding, InspectOptions, LockReport, Severity, Status};
+use lockfile::{Finding, InspectOptions, LastRun, LockReport, Severity, Status};
+use lockfile_lease::LeaseReport;
 use serde::Serialize;
 
 use crate::cli::CheckArgs;
@@ -26,33 +30,48 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
     if let Some(d) = args.stale_after {
         opts.stale_after(d);
     }
-    let path = args.lockfile.display();
-    let report = match opts.inspect(&args.lockfile) {
+    let subject = if args.engine.chosen() {
+        let engine = match crate::lease::engine(&args.engine) {
+            Ok(engine) => engine,
+            Err(code) => return code,
+        };
+        let name = args.lockfile.to_string_lossy();
+        engine
+            .inspect(&name)
+            .map(|r| Subject::Lease(r.judged(&opts, SystemTime::now())))
+            .map_err(|e| e.to_string())
+    } else {
+        opts.inspect(&args.lockfile)
+            .map(Subject::Lock)
+            .map_err(|e| e.to_string())
+    };
+    let report = match subject {
         Ok(report) => report,
         Err(e) => {
             if args.json {
-                print_json(Status::Unknown, &[], None, Some(&e.to_string()));
+                print_json(Status::Unknown, &[], None, Some(&e));
             } else {
                 textln!("UNKNOWN: {e}");
             }
             return Status::Unknown.code();
         }
     };
-    let verdicts = verdicts(&report, args.max_failures);
+    let verdicts = report.verdicts(args.max_failures);
     let status = verdicts
         .iter()
         .map(|v| v.severity.status())
         .max()
         .unwrap_or(Status::Ok);
+    let what = report.what(&args);
     if args.json {
         print_json(status, &verdicts, Some(&report), None);
     } else if verdicts.is_empty() {
         let ago = report
-            .last_success
+            .last_success()
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .unwrap_or_default();
         textln!(
-            "OK: `{path}`: last success {} ago",
+            "OK: {what}: last success {} ago",
             humantime::format_duration(Duration::from_secs(ago.as_secs()))
         );
     } else {
@@ -60,15 +79,47 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             .iter()
             .map(|v| format!("{}: {}", v.kind, v.message))
             .collect();
-        textln!("{status}: `{path}`: {}", said.join("; "));
+        textln!("{status}: {what}: {}", said.join("; "));
     }
     status.code()
 }
 
-/// Every verdict on the report, the worst first.
-fn verdicts(report: &LockReport, max_failures: u32) -> Vec<Verdict> {
-    let mut verdicts: Vec<Verdict> = report
-        .findings
+/// What is checked: a lock file, or a lease.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Subject {
+    Lock(LockReport),
+    Lease(LeaseReport),
+}
+
+impl Subject {
+    /// How messages name it: `` `PATH` ``, or `` etcd lease `NAME` ``.
+    fn what(&self, args: &CheckArgs) -> String {
+        match self {
+            Subject::Lock(_) => format!("`{}`", args.lockfile.display()),
+            Subject::Lease(r) => format!("{} lease `{}`", r.engine, r.name),
+        }
+    }
+
+    fn last_success(&self) -> Option<SystemTime> {
+        match self {
+            Subject::Lock(r) => r.last_success,
+            Subject::Lease(r) => r.last_success,
+        }
+    }
+
+    /// Every verdict on the report, the worst first.
+    fn verdicts(&self, max_failures: u32) -> Vec<Verdict> {
+        match self {
+            Subject::Lock(r) => verdicts(&r.findings, r.last_run.as_ref(), max_failures),
+            Subject::Lease(r) => verdicts(&r.findings, r.last_run.as_ref(), max_failures),
+        }
+    }
+}
+
+/// Every verdict on a report's findings and last run, the worst first.
+fn verdicts(findings: &[Finding], last_run: Option<&LastRun>, max_failures: u32) -> Vec<Verdict> {
+    let mut verdicts: Vec<Verdict> = findings
         .iter()
         .filter_map(|f| {
             let kind = match f {
@@ -96,7 +147,7 @@ fn verdicts(report: &LockReport, max_failures: u32) -> Vec<Verdict> {
             })
         })
         .collect();
-    if let Some(run) = &report.last_run
+    if let Some(run) = last_run
         && run.consecutive_failures >= max_failures
     {
         let how = match (run.exit_code, run.signal) {
@@ -124,18 +175,13 @@ fn verdicts(report: &LockReport, max_failures: u32) -> Vec<Verdict> {
     verdicts
 }
 
-fn print_json(
-    status: Status,
-    verdicts: &[Verdict],
-    report: Option<&LockReport>,
-    error: Option<&str>,
-) {
+fn print_json(status: Status, verdicts: &[Verdict], report: Option<&Subject>, error: Option<&str>) {
     #[derive(Serialize)]
     struct CheckJson<'a> {
         status: Status,
         code: i32,
         verdicts: &'a [Verdict],
-        report: Option<&'a LockReport>,
+        report: Option<&'a Subject>,
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<&'a str>,
     }

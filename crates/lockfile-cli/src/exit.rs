@@ -20,7 +20,6 @@ pub(crate) const UNAVAILABLE: i32 = 69;
 /// `run --etcd`: the lease was lost, or about to lapse, while COMMAND ran, and
 /// COMMAND was stopped (or may have run unprotected). Distinct from the
 /// conflict status: this run did start.
-#[cfg(feature = "etcd")]
 pub(crate) const LEASE_LOST: i32 = 79;
 /// A run stopped by its watchdog or maximum runtime, as timeout(1) exits.
 pub(crate) const LIMIT: i32 = 124;

@@ -55,6 +55,7 @@ mod exit;
 mod files;
 mod flock;
 mod inspect;
+mod lease;
 mod monitor;
 mod reap;
 mod run;
@@ -90,21 +91,13 @@ fn main() {
     if let Some(format) = cli.log_format {
         init_logging(format);
     }
-    // `--etcd` hands the whole subcommand to the lease module: a lease and a
-    // file lock share COMMAND and the table layout, nothing else.
+    // A lease engine (`--etcd`) hands `run` and `inspect` to the lease
+    // module: a lease and a file lock share COMMAND's supervision, the
+    // monitoring and the table layout, nothing else. `check` tells them
+    // apart itself.
     let code = match cli.command {
-        #[cfg(feature = "etcd")]
-        Command::Run(args) if args.etcd.is_some() => run::lease::run(args),
-        #[cfg(feature = "etcd")]
-        Command::Inspect(args) if args.etcd.is_some() => run::lease::inspect(&args),
-        #[cfg(not(feature = "etcd"))]
-        Command::Run(cli::RunArgs { etcd: Some(_), .. })
-        | Command::Inspect(cli::InspectArgs { etcd: Some(_), .. }) => {
-            errln!(
-                "lockfile: --etcd needs a build with the `etcd` feature (cargo install --features etcd)"
-            );
-            exit::USAGE
-        }
+        Command::Run(args) if args.engine.chosen() => lease::run::run(args),
+        Command::Inspect(args) if args.engine.chosen() => lease::inspect::inspect(&args),
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Reap(args) => reap::reap(args),

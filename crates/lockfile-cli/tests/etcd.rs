@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::prometheus::{NodeExporter, promtool_accepts, samples, value};
 use common::{Background, BoundedOutput, LOOP, code, lockfile, signal, stderr};
 use proxy::Proxy;
 
@@ -387,7 +388,7 @@ fn runs_and_skips_under_a_lease_write_the_same_metrics() {
     assert_eq!(sample("lockfile_run_last_exit_code"), "0");
     assert_eq!(sample("lockfile_run_skips_total"), "1");
 
-    // Lease reports have no Prometheus form (yet): a usage error.
+    // The lease's state as samples too: free now, its last success set.
     let out = lockfile()
         .args([
             "inspect",
@@ -398,7 +399,26 @@ fn runs_and_skips_under_a_lease_write_the_same_metrics() {
         ])
         .arg("nightly")
         .bounded_output();
-    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let scraped = samples(&String::from_utf8_lossy(&out.stdout));
+    let lease = [("engine", "etcd"), ("lock", "nightly")];
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_state",
+            &[lease[0], lease[1], ("state", "free")]
+        ),
+        Some(1.0)
+    );
+    assert!(
+        value(
+            &scraped,
+            "lockfile_lock_last_success_timestamp_seconds",
+            &lease
+        )
+        .unwrap()
+            > 0.0
+    );
 }
 
 /// The deadline a wrapper's "is about to lapse in N s" line names: the
@@ -697,4 +717,365 @@ fn a_lapsing_lease_kills_a_command_the_maximum_runtime_is_stopping() {
     let run = last_run(&etcd, "overrun-lapsing");
     assert_eq!(run["outcome"], "lease_lost", "{run}; {err}");
     assert_eq!(run["signal"], 9, "{run}");
+}
+
+// ---------------------------------------------------------------------------
+// `check --etcd` and leases in Prometheus
+
+/// `lockfile check --etcd ENDPOINT --json ARGS NAME`: its status and JSON.
+fn check(etcd: &Etcd, args: &[&str], name: &str) -> (i32, Value) {
+    let out = lockfile()
+        .args(["check", "--json", "--etcd", &etcd.endpoint])
+        .args(args)
+        .arg(name)
+        .bounded_output();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        )
+    });
+    (code(&out), json)
+}
+
+/// The kinds of a check's verdicts.
+fn verdicts(json: &Value) -> Vec<String> {
+    json["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn check_gives_a_lease_the_verdicts_of_a_lock_file() {
+    let etcd = Etcd::start();
+    let hour = ["--expect-every", "1h"];
+
+    // Nothing ever ran: never_succeeded, critical.
+    let (status, json) = check(&etcd, &hour, "report");
+    assert_eq!(
+        (status, verdicts(&json)),
+        (2, vec!["never_succeeded".to_owned()]),
+        "{json}"
+    );
+    assert_eq!(json["report"]["engine"], "etcd");
+    assert_eq!(json["report"]["name"], "report");
+
+    // A success: OK, and the text names the lease.
+    assert_eq!(run_script(&etcd, "report", "true"), 0);
+    let (status, json) = check(&etcd, &hour, "report");
+    assert_eq!(status, 0, "{json}");
+    assert!(json["verdicts"].as_array().unwrap().is_empty(), "{json}");
+    let out = lockfile()
+        .args([
+            "check",
+            "--etcd",
+            &etcd.endpoint,
+            "--expect-every",
+            "1h",
+            "report",
+        ])
+        .bounded_output();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("OK: etcd lease `report`: last success "),
+        "{text}"
+    );
+
+    // Then a failure: failing, critical; the last success is kept.
+    assert_eq!(run_script(&etcd, "report", "exit 4"), 4);
+    let (status, json) = check(&etcd, &hour, "report");
+    assert_eq!(
+        (status, verdicts(&json)),
+        (2, vec!["failing".to_owned()]),
+        "{json}"
+    );
+    assert!(json["report"]["last_success"].is_string(), "{json}");
+    // Allowed one more failure in a row: OK again.
+    let (status, _) = check(
+        &etcd,
+        &["--expect-every", "1h", "--max-failures", "2"],
+        "report",
+    );
+    assert_eq!(status, 0);
+
+    // Silent: the last success is older than expected. (Only a lower bound
+    // on time is relied on: a second has passed since it.)
+    std::thread::sleep(Duration::from_millis(1100));
+    let (status, json) = check(
+        &etcd,
+        &["--expect-every", "1", "--max-failures", "9"],
+        "report",
+    );
+    assert_eq!(
+        (status, verdicts(&json)),
+        (2, vec!["silent".to_owned()]),
+        "{json}"
+    );
+
+    // `hung` cannot be told for a lease: --stale-after is refused.
+    let out = lockfile()
+        .args(["check", "--etcd", &etcd.endpoint, "--expect-every", "1h"])
+        .args(["--stale-after", "1m", "report"])
+        .bounded_output();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+
+    // An etcd that does not answer: UNKNOWN (3), naming the key.
+    let out = lockfile()
+        .args([
+            "check",
+            "--etcd",
+            "http://127.0.0.1:1",
+            "--expect-every",
+            "1h",
+            "report",
+        ])
+        .bounded_output();
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("UNKNOWN: ") && text.contains("lockfile/locks/report"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_holder_past_its_recorded_maximum_runtime_is_overrunning() {
+    let etcd = Etcd::start();
+    assert_eq!(run_script(&etcd, "overrun", "true"), 0, "a success first");
+    // COMMAND ignores the SIGTERM of its maximum runtime, and the wrapper
+    // waits a minute before SIGKILL: the lease stays held past the limit.
+    let dir = tempfile::tempdir().unwrap();
+    let stop = dir.path().join("stop");
+    let script = format!(
+        "trap '' TERM; echo ready; while [ ! -e '{}' ]; do sleep 0.05; done",
+        stop.display()
+    );
+    let (mut wrapper, _) = start(
+        &etcd,
+        &["--max-runtime", "1", "--kill-after", "60"],
+        "overrun",
+        &script,
+    );
+    let report: Value = serde_json::from_slice(&etcd.inspect(&["overrun"]).stdout).unwrap();
+    assert_eq!(report[0]["owner"]["max_runtime_seconds"], 1.0, "{report}");
+    // Past the limit, `check` warns (1) and `inspect` reports the finding.
+    let mut json = Value::Null;
+    common::wait_until("the holder overruns", || {
+        let (status, j) = check(
+            &etcd,
+            &["--expect-every", "1h", "--max-failures", "9"],
+            "overrun",
+        );
+        json = j;
+        status == 1
+    });
+    assert_eq!(verdicts(&json), ["overrunning"], "{json}");
+    let report: Value = serde_json::from_slice(&etcd.inspect(&["overrun"]).stdout).unwrap();
+    assert_eq!(report[0]["findings"][0]["kind"], "overrunning", "{report}");
+    assert_eq!(report[0]["findings"][0]["severity"], "warning", "{report}");
+    // --max-age says the same of any holder.
+    let (status, json) = check(
+        &etcd,
+        &["--expect-every", "1h", "--max-age", "1"],
+        "overrun",
+    );
+    assert_eq!(status, 1, "{json}");
+    assert!(verdicts(&json).iter().all(|k| k == "overrunning"), "{json}");
+
+    std::fs::write(&stop, "").unwrap();
+    let (status, _) = wrapper.wait();
+    assert_eq!(status, 124, "stopped at its maximum runtime");
+}
+
+#[test]
+fn a_fleets_leases_reach_prometheus_beside_the_hosts_lock_files() {
+    let etcd = Etcd::start();
+    let (holder, _) = start(
+        &etcd,
+        &["--job", "held-job"],
+        "held",
+        "echo ready; sleep 30",
+    );
+    assert_eq!(run_script(&etcd, "failed", "exit 1"), 1);
+    assert_eq!(run_script(&etcd, "fine", "true"), 0);
+    let dir = tempfile::tempdir().unwrap();
+    let textfiles = dir.path().join("textfiles");
+    std::fs::create_dir(&textfiles).unwrap();
+
+    // Every lease under the prefix, held or with a history: no NAME given.
+    let leases = textfiles.join("leases.prom");
+    let out = lockfile()
+        .args([
+            "inspect",
+            "--etcd",
+            &etcd.endpoint,
+            "--format",
+            "prometheus",
+        ])
+        .args(["--expect-every", "1h", "--output"])
+        .arg(&leases)
+        .bounded_output();
+    // `failed` never succeeded: a critical finding, status 2.
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    promtool_accepts(&leases);
+    // A lock file of this host, exported beside them.
+    let lock = dir.path().join("local.lock");
+    let (_local, _) =
+        Background::spawn(&[lock.to_str().unwrap(), "sh", "-c", "echo ready; sleep 30"]);
+    let locks = textfiles.join("locks.prom");
+    let out = lockfile()
+        .args(["inspect", "--format", "prometheus", "--output"])
+        .arg(&locks)
+        .arg(&lock)
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    promtool_accepts(&locks);
+
+    let exporter = NodeExporter::start(&textfiles);
+    let scraped = samples(&exporter.scrape());
+    assert_eq!(
+        value(&scraped, "node_textfile_scrape_error", &[]),
+        Some(0.0),
+        "node_exporter refused a file: {scraped:?}"
+    );
+    let etcd_label = ("engine", "etcd");
+    let state = |lock: &str, state: &str| {
+        value(
+            &scraped,
+            "lockfile_lock_state",
+            &[etcd_label, ("lock", lock), ("state", state)],
+        )
+    };
+    assert_eq!(state("held", "held"), Some(1.0));
+    assert_eq!(state("held", "free"), Some(0.0));
+    assert_eq!(state("failed", "free"), Some(1.0));
+    assert_eq!(state("fine", "free"), Some(1.0));
+    let pid = holder.pid().to_string();
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_holder",
+            &[etcd_label, ("lock", "held"), ("host", &host), ("pid", &pid)]
+        ),
+        Some(1.0)
+    );
+    let held = [etcd_label, ("lock", "held")];
+    assert!(value(&scraped, "lockfile_lease_fencing_token", &held).unwrap() > 0.0);
+    let left = value(&scraped, "lockfile_lease_ttl_remaining_seconds", &held).unwrap();
+    let ttl = value(&scraped, "lockfile_lease_ttl_seconds", &held).unwrap();
+    assert!(left <= ttl && ttl > 0.0, "{left} of {ttl}");
+    assert!(value(&scraped, "lockfile_lock_acquired_timestamp_seconds", &held).unwrap() > 0.0);
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_finding",
+            &[
+                etcd_label,
+                ("lock", "failed"),
+                ("kind", "never_succeeded"),
+                ("severity", "critical")
+            ]
+        ),
+        Some(1.0)
+    );
+    assert!(
+        value(
+            &scraped,
+            "lockfile_lock_last_success_timestamp_seconds",
+            &[etcd_label, ("lock", "fine")]
+        )
+        .unwrap()
+            > 0.0
+    );
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_inspect_error",
+            &[etcd_label, ("lock", "fine")]
+        ),
+        Some(0.0)
+    );
+    // The host's lock file, in the same families.
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_state",
+            &[("lock", lock.to_str().unwrap()), ("state", "held")]
+        ),
+        Some(1.0)
+    );
+
+    // A name that cannot be inspected is an error sample, and UNKNOWN.
+    let out = lockfile()
+        .args([
+            "inspect",
+            "--etcd",
+            &etcd.endpoint,
+            "--format",
+            "prometheus",
+        ])
+        .args(["fine", "no/such"])
+        .bounded_output();
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let scraped = samples(&text);
+    assert_eq!(
+        value(
+            &scraped,
+            "lockfile_lock_inspect_error",
+            &[etcd_label, ("lock", "no/such")]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_engine_shares_one_json_shape() {
+    let etcd = Etcd::start();
+    let (_holder, _) = start(
+        &etcd,
+        &["--max-runtime", "1h"],
+        "shaped",
+        "echo ready; sleep 30",
+    );
+    let out = etcd.inspect(&["shaped", "no/such"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = &reports[0];
+    for key in [
+        "engine",
+        "name",
+        "key",
+        "state",
+        "owner",
+        "fencing_token",
+        "lease_id",
+        "ttl_seconds",
+        "ttl_remaining_seconds",
+        "last_run",
+        "last_success",
+        "findings",
+    ] {
+        assert!(held.get(key).is_some(), "{key} in {held}");
+    }
+    assert_eq!(held["engine"], "etcd");
+    assert_eq!(held["key"], "lockfile/locks/shaped");
+    assert!(held["lease_id"].as_i64().is_some(), "{held}");
+    assert_eq!(held["owner"]["max_runtime_seconds"], 3600.0, "{held}");
+    let failed = &reports[1];
+    assert_eq!(failed["engine"], "etcd");
+    assert_eq!(failed["name"], "no/such");
+    assert!(
+        failed["error"].as_str().unwrap().contains("no/such"),
+        "{failed}"
+    );
 }

@@ -9,8 +9,8 @@ use etcd_client::{
 };
 use lockfile::{OwnerRecord, Wait};
 
+use crate::Operation;
 use crate::conn::Conn;
-use crate::error::Operation;
 use crate::{Error, LeaseOptions, Result};
 
 /// A lease just taken.
@@ -155,7 +155,7 @@ async fn attempt(
             ));
         }
     };
-    let value = serde_json::to_vec(&OwnerRecord::current(opts.job.as_deref(), Some(ttl / 3)))
+    let value = serde_json::to_vec(&opts.request.owner_record(ttl / 3))
         .expect("an owner record always serialises");
     // The guard keeps the record exactly as stored (times in microseconds).
     let record: OwnerRecord =

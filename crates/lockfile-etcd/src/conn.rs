@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use crate::error::Operation;
+use crate::Operation;
 use crate::{Error, LeaseOptions, Result};
 
 /// Everything needed to (re)connect to etcd about one key.
@@ -116,19 +116,21 @@ impl Conn {
     }
 
     pub(crate) fn error(&self, op: Operation, source: etcd_client::Error) -> Error {
-        Error::Etcd {
+        Error::Server {
+            engine: crate::ENGINE,
             op,
             key: self.key.to_string(),
-            endpoints: self.shown.to_string(),
+            server: self.shown.to_string(),
             source: Box::new(source),
         }
     }
 
     pub(crate) fn unanswered(&self, op: Operation, after: Duration) -> Error {
         Error::Unanswered {
+            engine: crate::ENGINE,
             op,
             key: self.key.to_string(),
-            endpoints: self.shown.to_string(),
+            server: self.shown.to_string(),
             after,
         }
     }

@@ -51,7 +51,7 @@ impl LeaseOptions {
     ///
     /// [`Error::InvalidName`](crate::Error::InvalidName) for a name that
     /// cannot be a key; [`Error::Timeout`](crate::Error::Timeout) when the
-    /// timeout passed; [`Error::Etcd`](crate::Error::Etcd) or
+    /// timeout passed; [`Error::Server`](crate::Error::Server) or
     /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd fails or
     /// does not answer.
     pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
@@ -73,7 +73,7 @@ impl LeaseOptions {
 
 impl LeaseGuard {
     /// Starts the lease's thread and returns once it holds the lease.
-    fn start(opts: &LeaseOptions, name: &str, wait: Wait) -> Result<LeaseGuard> {
+    pub(crate) fn start(opts: &LeaseOptions, name: &str, wait: Wait) -> Result<LeaseGuard> {
         let key = key_for(name)?;
         let history_key = history_key_for(name)?;
         let (acquired, session) = session::spawn(opts, &key, &history_key, wait)?;
@@ -240,7 +240,7 @@ impl LeaseGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::Etcd`](crate::Error::Etcd) or
+    /// [`Error::Server`](crate::Error::Server) or
     /// [`Error::Unanswered`](crate::Error::Unanswered) naming the history key
     /// when etcd fails or does not answer in time (the history is then left
     /// as it was); [`Error::Conflict`](crate::Error::Conflict) when other
@@ -263,7 +263,7 @@ impl LeaseGuard {
     ///
     /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease had been
     /// lost before the release (whatever was done under it may have
-    /// overlapped another holder); [`Error::Etcd`](crate::Error::Etcd) or
+    /// overlapped another holder); [`Error::Server`](crate::Error::Server) or
     /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd could not be
     /// told. In every case renewal has stopped when this returns, and an
     /// unreleased lease expires after its TTL.

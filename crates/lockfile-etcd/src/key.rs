@@ -1,6 +1,8 @@
 //! How a lease name becomes an etcd key.
 
-use crate::{Error, Result};
+#[cfg(test)]
+use crate::Error;
+use crate::Result;
 
 /// Every lease lives under this prefix: the name `nightly` is the key
 /// `lockfile/locks/nightly`.
@@ -22,20 +24,14 @@ pub const KEY_PREFIX: &str = "lockfile/locks/";
 /// not written.
 pub const HISTORY_PREFIX: &str = "lockfile/history/";
 
-/// The longest name accepted, in bytes.
-pub const MAX_NAME_LEN: usize = 200;
-
-/// The etcd key for a lease name.
+/// The etcd key for a lease name: [`KEY_PREFIX`] and the name.
 ///
-/// A name is 1 to [`MAX_NAME_LEN`] ASCII letters, digits and `-` `_` `.` `:`
-/// `@`, and is neither `.` nor `..`. Anything else is refused rather than
-/// escaped, so that a name always reads the same in a key listing: `/` would
-/// nest the key under another name's, and control characters, spaces and
-/// non-ASCII text make keys that look alike but differ.
+/// The name must pass [`check_name`](lockfile_lease::check_name): 1 to
+/// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) ASCII letters, digits and `-` `_` `.` `:` `@`.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidName`] saying what is wrong with the name.
+/// [`Error::InvalidName`](crate::Error::InvalidName) saying what is wrong with the name.
 ///
 /// # Examples
 ///
@@ -46,36 +42,7 @@ pub const MAX_NAME_LEN: usize = 200;
 /// # Ok::<(), lockfile_etcd::Error>(())
 /// ```
 pub fn key_for(name: &str) -> Result<String> {
-    let invalid = |reason: String| Error::InvalidName {
-        name: name.to_owned(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("the name is empty".to_owned()));
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(invalid(format!(
-            "the name is {} bytes long; the limit is {MAX_NAME_LEN}",
-            name.len()
-        )));
-    }
-    if name == "." || name == ".." {
-        return Err(invalid(
-            "`.` and `..` are path components, not names".to_owned(),
-        ));
-    }
-    if let Some(c) = name.chars().find(|&c| !allowed(c)) {
-        let what = match c {
-            '/' => format!("it contains `/`, which would place the key outside `{KEY_PREFIX}NAME`"),
-            c if c.is_control() || c.is_whitespace() => {
-                format!("it contains the character {c:?}")
-            }
-            c => format!("it contains `{c}`"),
-        };
-        return Err(invalid(format!(
-            "{what}; a name may hold only ASCII letters, digits and `-` `_` `.` `:` `@`"
-        )));
-    }
+    lockfile_lease::check_name(name)?;
     Ok(format!("{KEY_PREFIX}{name}"))
 }
 
@@ -84,7 +51,7 @@ pub fn key_for(name: &str) -> Result<String> {
 ///
 /// # Errors
 ///
-/// [`Error::InvalidName`], as [`key_for`].
+/// [`Error::InvalidName`](crate::Error::InvalidName), as [`key_for`].
 ///
 /// # Examples
 ///
@@ -97,13 +64,14 @@ pub fn history_key_for(name: &str) -> Result<String> {
     Ok(format!("{HISTORY_PREFIX}{name}"))
 }
 
-fn allowed(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '@')
-}
-
 /// The lease name of a key under [`KEY_PREFIX`], if it is one.
 pub(crate) fn name_of(key: &[u8]) -> Option<&str> {
     std::str::from_utf8(key.strip_prefix(KEY_PREFIX.as_bytes())?).ok()
+}
+
+/// The lease name of a key under [`HISTORY_PREFIX`], if it is one.
+pub(crate) fn history_name_of(key: &[u8]) -> Option<&str> {
+    std::str::from_utf8(key.strip_prefix(HISTORY_PREFIX.as_bytes())?).ok()
 }
 
 #[cfg(test)]
@@ -111,43 +79,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn accepts_ordinary_names() {
-        for name in [
-            "a",
-            "nightly-backup",
-            "db.vacuum",
-            "host:job@eu_1",
-            "A.B-c_9",
-        ] {
-            assert_eq!(key_for(name).unwrap(), format!("lockfile/locks/{name}"));
-        }
-        assert!(key_for(&"x".repeat(MAX_NAME_LEN)).is_ok());
-    }
-
-    #[test]
-    fn refuses_names_that_escape_or_confuse() {
-        for (name, says) in [
-            ("", "empty"),
-            (".", "path components"),
-            ("..", "path components"),
-            ("../x", "outside `lockfile/locks/NAME`"),
-            ("a/b", "outside"),
-            ("/", "outside"),
-            ("a b", "' '"),
-            ("a\nb", "'\\n'"),
-            ("a\0", "'\\0'"),
-            ("café", "`é`"),
-            ("a*", "`*`"),
-        ] {
-            let err = key_for(name).unwrap_err();
-            assert!(
-                matches!(err, Error::InvalidName { .. }),
-                "{name:?}: {err:?}"
-            );
-            assert!(err.to_string().contains(says), "{name:?}: {err}");
-        }
-        let err = key_for(&"x".repeat(MAX_NAME_LEN + 1)).unwrap_err();
-        assert!(err.to_string().contains("the limit is 200"), "{err}");
+    fn a_key_is_the_prefix_and_a_checked_name() {
+        assert_eq!(key_for("a.b-c").unwrap(), "lockfile/locks/a.b-c");
+        assert!(matches!(key_for("../x"), Err(Error::InvalidName { .. })));
     }
 
     #[test]

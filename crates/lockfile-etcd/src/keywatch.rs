@@ -13,8 +13,8 @@ use etcd_client::{Client, EventType, GetOptions, KeyValue, WatchOptions};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::LostReason;
+use crate::Operation;
 use crate::conn::Conn;
-use crate::error::Operation;
 use crate::renew::Report;
 
 pub(crate) async fn watch_key(

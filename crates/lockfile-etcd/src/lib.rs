@@ -3,6 +3,12 @@
 //! error style, and the two things a lease cannot do without: a fencing
 //! token and an honest deadline.
 //!
+//! This is an engine of the lease layer (`lockfile-lease`):
+//! [`LeaseOptions`] implements its [`Engine`] trait and [`LeaseGuard`] its
+//! [`Lease`] trait, so that code written for any engine (the `lockfile`
+//! command's supervision, for one) drives etcd through them. The layer's
+//! types are re-exported here.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use lockfile_etcd::LeaseOptions;
@@ -119,7 +125,7 @@
 
 mod acquire;
 mod conn;
-mod error;
+mod engine;
 mod guard;
 mod history;
 mod inspect;
@@ -128,13 +134,15 @@ mod keywatch;
 mod options;
 mod renew;
 mod session;
-mod signal;
-mod supervise;
 
-pub use error::{BoxError, Error, LostReason, Operation, Result};
 pub use guard::LeaseGuard;
-pub use inspect::{LeaseReport, LeaseState};
-pub use key::{HISTORY_PREFIX, KEY_PREFIX, MAX_NAME_LEN, history_key_for, key_for};
+pub use key::{HISTORY_PREFIX, KEY_PREFIX, history_key_for, key_for};
+// The lease layer's types, which this crate implements.
+pub use lockfile_lease::{
+    BoxError, Engine, Error, History, Lease, LeaseReport, LeaseRequest, LeaseSignal, LeaseState,
+    LostReason, MAX_NAME_LEN, Operation, Renewals, Result, Step, StopPolicy,
+};
 pub use options::{DEFAULT_ENDPOINT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
-pub use signal::LeaseSignal;
-pub use supervise::{Step, StopPolicy};
+
+/// This engine's name in reports, messages and metrics.
+pub const ENGINE: &str = "etcd";

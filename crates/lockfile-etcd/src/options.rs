@@ -7,6 +7,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use lockfile_lease::LeaseRequest;
+
 /// The endpoint used when none is given: a local etcd on its default port.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:2379";
 
@@ -44,7 +46,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct LeaseOptions {
     pub(crate) endpoints: Vec<String>,
     pub(crate) ttl: Duration,
-    pub(crate) job: Option<String>,
+    /// The job and the maximum runtime, for the owner record.
+    pub(crate) request: LeaseRequest,
     pub(crate) timeout: Option<Duration>,
     pub(crate) request_timeout: Duration,
     pub(crate) user: Option<(String, String)>,
@@ -61,7 +64,8 @@ impl fmt::Debug for LeaseOptions {
         f.debug_struct("LeaseOptions")
             .field("endpoints", &self.endpoints)
             .field("ttl", &self.ttl)
-            .field("job", &self.job)
+            .field("job", &self.request.job)
+            .field("max_runtime", &self.request.max_runtime)
             .field("timeout", &self.timeout)
             .field("request_timeout", &self.request_timeout)
             // Never print the password.
@@ -76,7 +80,7 @@ impl LeaseOptions {
         LeaseOptions {
             endpoints: vec![DEFAULT_ENDPOINT.to_owned()],
             ttl: DEFAULT_TTL,
-            job: None,
+            request: LeaseRequest::new(),
             timeout: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             user: None,
@@ -116,7 +120,18 @@ impl LeaseOptions {
     ///
     /// Default: none.
     pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
-        self.job = Some(name.into());
+        self.request.job = Some(name.into());
+        self
+    }
+
+    /// The run's maximum runtime, written in the owner record
+    /// (`max_runtime_seconds`), so that `inspect` reports an `overrunning`
+    /// holder. The lease does not enforce it: its holder does (`lockfile run
+    /// --max-runtime`).
+    ///
+    /// Default: none.
+    pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
+        self.request.max_runtime = Some(max_runtime);
         self
     }
 

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::Operation;
 use crate::conn::Conn;
-use crate::error::Operation;
 
 /// What the background tasks tell the session.
 #[derive(Debug)]

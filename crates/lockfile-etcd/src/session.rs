@@ -5,7 +5,6 @@
 //! The thread is joined when the guard is released or dropped, and every
 //! task dies with its runtime: nothing renews a lease its guard let go.
 
-use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle as ThreadHandle;
 use std::time::{Duration, Instant};
@@ -17,10 +16,10 @@ use tokio::task::JoinHandle;
 
 use crate::acquire::{self, Held};
 use crate::conn::{self, Conn};
-use crate::error::Operation;
 use crate::renew::{self, Report};
-use crate::signal::Shared;
-use crate::{Error, LeaseOptions, LeaseSignal, LostReason, Result, history, keywatch};
+use crate::{
+    Error, LeaseOptions, LeaseSignal, LostReason, Operation, Renewals, Result, history, keywatch,
+};
 use lockfile::Wait;
 
 /// What the guard asks of its thread.
@@ -126,14 +125,14 @@ pub(crate) fn spawn(
                         return;
                     }
                 };
-                let shared = Arc::new(Shared::new(conn.key(), held.ttl, held.granted_at));
+                let shared = Renewals::new(conn.key(), held.ttl, held.granted_at);
                 let acquired = Acquired {
                     lease_id: held.lease_id,
                     ttl: held.ttl,
                     token: held.token,
                     record: held.record.clone(),
                     acquired_at: held.acquired_at,
-                    signal: LeaseSignal::new(Arc::clone(&shared)),
+                    signal: shared.signal(),
                 };
                 // Renewal goes on here at once, whenever the caller's thread
                 // gets to build the guard. Should the caller be gone, the
@@ -181,7 +180,7 @@ async fn hold(
     conn: Conn,
     history: Conn,
     held: Held,
-    shared: Arc<Shared>,
+    shared: Renewals,
     mut commands: UnboundedReceiver<Command>,
 ) {
     let Held {
@@ -214,7 +213,7 @@ async fn hold(
     let mut cleanup: Option<JoinHandle<bool>> = None;
     let mut reports_open = true;
     loop {
-        let lost = shared.lock().lost.is_some();
+        let lost = shared.lost().is_some();
         if lost && cleanup.is_none() {
             // Stop renewing a lease we no longer trust, and let it go.
             renewer.abort();
@@ -227,15 +226,15 @@ async fn hold(
                 cleanup_every,
             )));
         }
-        let deadline = tokio::time::Instant::from_std(shared.lock().deadline);
+        let deadline = tokio::time::Instant::from_std(shared.deadline());
         tokio::select! {
             biased;
             command = commands.recv() => {
                 if let Some(Command::Record(end, reply)) = command {
                     // On a task of its own, so that renewals go on being
                     // applied while it waits on etcd.
-                    let until = history::write_until(
-                        shared.lock().deadline,
+                    let until = lockfile_lease::write_until(
+                        shared.deadline(),
                         Instant::now(),
                         history.request_timeout,
                     );
@@ -249,8 +248,8 @@ async fn hold(
                 watcher.abort();
                 // A deadline that passed unnoticed is a loss all the same.
                 shared.poll(Instant::now());
-                let lost = shared.lock().lost.as_ref().map(|(r, _)| r.clone());
-                let until = shared.lock().deadline;
+                let lost = shared.lost();
+                let until = shared.deadline();
                 // The first connection may be stuck behind a dead network
                 // the renewer has since left; a new one costs little.
                 if Instant::now() < until

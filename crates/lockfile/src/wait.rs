@@ -4,9 +4,10 @@
 use std::time::{Duration, Instant};
 
 /// How long an acquire may wait while someone else holds the lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Wait {
-    /// Not at all: fail at once with a contention error.
+    /// Not at all: fail at once with a contention error. The default.
+    #[default]
     No,
     /// As long as it takes.
     Forever,

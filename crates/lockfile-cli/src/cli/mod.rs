@@ -45,7 +45,9 @@ pub(crate) enum Command {
     /// Remove the litter of dead owners (stale and debris files); a dry run
     /// unless --fix.
     Reap(ReapArgs),
-    /// Alarm on silence: exit 2 when the last recorded success is too old.
+    /// Alarm on silence: exit 2 when the last recorded success is too old,
+    /// when runs keep failing, or when the holder hangs; exit 1 when it
+    /// overruns. For a lock file or a lease.
     Check(CheckArgs),
     /// From inside a `lockfile run --watchdog` COMMAND: prove progress. Finds
     /// the lock through LOCKFILE_PATH and LOCKFILE_TOKEN, and refuses (exit
@@ -80,7 +82,7 @@ pub(crate) struct RunArgs {
 
     /// Take a shared lock, held together with other shared holders (as
     /// flock(1) -s); no owner record is written.
-    #[arg(short = 's', long, conflicts_with_all = ["watchdog", "etcd", "evict_after"])]
+    #[arg(short = 's', long, conflicts_with_all = ["watchdog", "engine", "evict_after"])]
     pub(crate) shared: bool,
 
     /// Take an exclusive lock (the default; overrides -s, as in flock(1)).
@@ -91,7 +93,7 @@ pub(crate) struct RunArgs {
     /// the lock itself. Nobody is left to beat or to record success, so the
     /// record promises no heartbeat and says that its release is not
     /// recorded.
-    #[arg(short = 'F', long, conflicts_with_all = ["close", "etcd", "watchdog", "max_runtime", "evict_after"])]
+    #[arg(short = 'F', long, conflicts_with_all = ["close", "engine", "watchdog", "max_runtime", "evict_after"])]
     pub(crate) no_fork: bool,
 
     /// Print flock(1)'s lines: how long getting the lock took and what is
@@ -113,7 +115,7 @@ pub(crate) struct RunArgs {
     /// COMMAND does not inherit the lock's descriptor: the wrapper holds the
     /// lock until COMMAND exits (as flock(1) -o). If the wrapper is killed,
     /// the lock goes with it while COMMAND may still run.
-    #[arg(short = 'o', long, conflicts_with = "etcd")]
+    #[arg(short = 'o', long, conflicts_with = "engine")]
     pub(crate) close: bool,
 
     /// Exit status when the lock is held (default 75, EX_TEMPFAIL; flock(1)
@@ -131,34 +133,30 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "30", value_parser = duration::parse_positive)]
     pub(crate) heartbeat: Duration,
 
-    /// Take a lease on etcd instead of a file lock: a comma-separated list of
-    /// endpoint URLs (e.g. http://127.0.0.1:2379). LOCKFILE is then the lease
-    /// NAME, the key `lockfile/locks/NAME`. Needs a build with the `etcd`
-    /// feature.
-    #[arg(long, value_name = "ENDPOINTS")]
-    pub(crate) etcd: Option<String>,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
 
-    /// With --etcd: the lease's time to live, in seconds or for example 1m
+    /// With a lease: its time to live, in seconds or for example 1m
     /// (default 10).
-    #[arg(long, value_name = "DURATION", requires = "etcd", value_parser = duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", requires = "engine", value_parser = duration::parse_positive)]
     pub(crate) ttl: Option<Duration>,
 
-    /// With --etcd: when renewals fail, SIGTERM COMMAND this long before the
+    /// With a lease: when renewals fail, SIGTERM COMMAND this long before the
     /// lease's deadline, and SIGKILL it just before the deadline (default: a
     /// third of the TTL).
-    #[arg(long, value_name = "DURATION", requires = "etcd", value_parser = duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", requires = "engine", value_parser = duration::parse_positive)]
     pub(crate) grace: Option<Duration>,
 
     /// COMMAND proves its progress: it must beat (`lockfile beat`, or touch
     /// "$LOCKFILE_PATH") within DURATION of starting and then at least every
     /// DURATION, or it is stopped with everything it started, and the run
     /// exits 124. The wrapper then keeps no heartbeat of its own.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "etcd")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "engine")]
     pub(crate) watchdog: Option<Duration>,
 
     /// Stop COMMAND, with everything it started, once it has run for
-    /// DURATION (for example 45m or 2h); the run exits 124. Also under
-    /// --etcd.
+    /// DURATION (for example 45m or 2h); the run exits 124. Also under a
+    /// lease, whose record then states it.
     #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub(crate) max_runtime: Option<Duration>,
 
@@ -171,7 +169,7 @@ pub(crate) struct RunArgs {
     /// longer than DURATION, and longer than it promised, stop it with
     /// everything it started and take the lock. This kills another process
     /// (Linux only); a holder that cannot be verified is never touched.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "etcd")]
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "engine")]
     pub(crate) evict_after: Option<Duration>,
 
     /// Run COMMAND through `sh -c` (as flock(1) -c).
@@ -184,9 +182,9 @@ pub(crate) struct RunArgs {
     pub(crate) shell_command: Option<String>,
 
     /// The lock file (created if missing; its directory must exist), or a
-    /// directory; with --etcd, the lease name. A number without COMMAND is a
-    /// descriptor the calling shell holds open, locked for it (as flock(1)
-    /// FD).
+    /// directory; with a lease (--etcd), the lease name. A number without
+    /// COMMAND is a descriptor the calling shell holds open, locked for it
+    /// (as flock(1) FD).
     pub(crate) lockfile: PathBuf,
 
     #[command(flatten)]
@@ -297,13 +295,12 @@ pub(crate) struct InspectArgs {
     #[command(flatten)]
     pub(crate) thresholds: Thresholds,
 
-    /// Inspect leases on etcd instead of files: a comma-separated list of
-    /// endpoint URLs; PATH is then a lease NAME.
-    #[arg(long, value_name = "ENDPOINTS")]
-    pub(crate) etcd: Option<String>,
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
 
-    /// Lock files, or directories of `*.lock` files (with --etcd, lease names).
-    #[arg(required = true, value_name = "PATH")]
+    /// Lock files, or directories of `*.lock` files. With a lease engine
+    /// (--etcd), lease names; none means every lease the engine knows.
+    #[arg(required_unless_present = "engine", value_name = "PATH")]
     pub(crate) paths: Vec<PathBuf>,
 }
 
@@ -353,16 +350,43 @@ pub(crate) struct CheckArgs {
     pub(crate) max_age: Option<Duration>,
 
     /// CRITICAL `hung` when the holder's heartbeat is older than DURATION
-    /// (default: three times the interval it promised).
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+    /// (default: three times the interval it promised). Lock files only:
+    /// a lease's renewals prove that its wrapper lives, not that COMMAND
+    /// makes progress, so `hung` never applies to a lease (use --max-age or
+    /// `run --max-runtime` there).
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "engine")]
     pub(crate) stale_after: Option<Duration>,
 
     /// Print one JSON object: status, code, verdicts and the inspect report.
     #[arg(long)]
     pub(crate) json: bool,
 
-    /// The lock file (a missing file counts as "never succeeded").
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
+
+    /// The lock file (a missing file counts as "never succeeded"); with a
+    /// lease engine (--etcd), the lease name.
     pub(crate) lockfile: PathBuf,
+}
+
+/// Leases instead of lock files: the one option that picks a lease engine,
+/// shared by `run`, `inspect` and `check`. Each engine is one option here.
+#[derive(Debug, Default, Args)]
+#[group(id = "engine", multiple = false)]
+pub(crate) struct EngineArgs {
+    /// Leases on etcd instead of lock files: a comma-separated list of
+    /// endpoint URLs (e.g. http://127.0.0.1:2379). The lock file argument is
+    /// then a lease NAME (the key `lockfile/locks/NAME`). Needs a build with
+    /// the `etcd` feature.
+    #[arg(long, value_name = "ENDPOINTS")]
+    pub(crate) etcd: Option<String>,
+}
+
+impl EngineArgs {
+    /// Whether a lease engine was asked for.
+    pub(crate) fn chosen(&self) -> bool {
+        self.etcd.is_some()
+    }
 }
 
 #[cfg(test)]

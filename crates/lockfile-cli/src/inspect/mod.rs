@@ -33,7 +33,12 @@ pub(crate) fn inspect(args: InspectArgs) -> i32 {
         Format::Json => json(&outcomes),
         Format::Prometheus => crate::monitor::lock_metrics::render(&outcomes),
     };
-    let status = status(&outcomes);
+    emit(&args, &text, status(&outcomes))
+}
+
+/// Prints `text`, or writes it to `--output`; returns the exit status,
+/// `status` unless the file could not be written.
+pub(crate) fn emit(args: &InspectArgs, text: &str, status: i32) -> i32 {
     let Some(file) = &args.print.output else {
         use std::io::Write as _;
         let _ = std::io::stdout().write_all(text.as_bytes());
@@ -213,7 +218,7 @@ fn heartbeat_cell(r: &LockReport) -> String {
 }
 
 /// A duration for a table cell: whole seconds, humanised.
-fn short(d: Option<Duration>) -> String {
+pub(crate) fn short(d: Option<Duration>) -> String {
     d.map_or("-".to_owned(), |d| {
         humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
     })

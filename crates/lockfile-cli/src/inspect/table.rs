@@ -2,15 +2,9 @@
 
 use std::fmt::Write as _;
 
-/// Prints rows as left-aligned columns, each followed by its note lines.
-#[cfg(feature = "etcd")]
-pub(crate) fn print_aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) {
-    use std::io::Write as _;
-    let _ = std::io::stdout().write_all(aligned(rows, notes).as_bytes());
-}
-
-/// [`print_aligned`]'s text. Cells and notes hold others' data (hosts,
-/// jobs, paths, process names): each is escaped for the terminal.
+/// Rows as left-aligned columns, each followed by its note lines. Cells and
+/// notes hold others' data (hosts, jobs, paths, process names): each is
+/// escaped for the terminal.
 pub(crate) fn aligned<const N: usize>(rows: &[[String; N]], notes: &[Vec<String>]) -> String {
     let rows: Vec<[String; N]> = rows
         .iter()

@@ -68,6 +68,18 @@ impl Exposition {
         );
     }
 
+    /// A whole family with its samples; nothing when there are none (a
+    /// family without samples would only say that nothing is true).
+    pub(crate) fn family_of(&mut self, family: &Family, samples: Vec<(Vec<(&str, &str)>, f64)>) {
+        if samples.is_empty() {
+            return;
+        }
+        self.family(family);
+        for (labels, value) in samples {
+            self.sample(family.name, &labels, value);
+        }
+    }
+
     /// One sample of the current family.
     pub(crate) fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
         self.text.push_str(name);

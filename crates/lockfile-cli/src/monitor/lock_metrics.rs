@@ -28,31 +28,31 @@ const STATES: [LockState; 6] = [
     LockState::Undecided,
 ];
 
-const STATE: Family = Family::gauge(
+pub(crate) const STATE: Family = Family::gauge(
     "lockfile_lock_state",
-    "1 for the lock file's current state (absent, free, held, stale, debris), 0 for the others.",
+    "1 for the lock's current state (a lock file: absent, free, held, stale, debris, undecided; a lease: free, held), 0 for the others.",
 );
-const ACQUIRED: Family = Family::gauge(
+pub(crate) const ACQUIRED: Family = Family::gauge(
     "lockfile_lock_acquired_timestamp_seconds",
-    "When the recorded owner took the lock, while its record is not released.",
+    "When the recorded owner took the lock, while its record is not released (a lease: while held).",
 );
 const HEARTBEAT: Family = Family::gauge(
     "lockfile_lock_heartbeat_timestamp_seconds",
     "The last heartbeat of a held or stale lock (the file's modification time).",
 );
-const LAST_SUCCESS: Family = Family::gauge(
+pub(crate) const LAST_SUCCESS: Family = Family::gauge(
     "lockfile_lock_last_success_timestamp_seconds",
-    "The last success recorded in the lock file (0: never).",
+    "The last success recorded for the lock (0: never).",
 );
-const HOLDER: Family = Family::gauge(
+pub(crate) const HOLDER: Family = Family::gauge(
     "lockfile_lock_holder",
-    "1 for each process that holds the kernel lock.",
+    "1 for each process that holds the lock (a lease: its recorded holder, with its host).",
 );
-const FINDING: Family = Family::gauge(
+pub(crate) const FINDING: Family = Family::gauge(
     "lockfile_lock_finding",
-    "1 for each kind of finding about the lock file, with its severity.",
+    "1 for each kind of finding about the lock, with its severity.",
 );
-const INSPECT_ERROR: Family = Family::gauge(
+pub(crate) const INSPECT_ERROR: Family = Family::gauge(
     "lockfile_lock_inspect_error",
     "1 when the path could not be inspected, 0 when it was.",
 );
@@ -73,16 +73,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
         .collect();
 
     let mut e = Exposition::default();
-    let mut family = |family: &Family, samples: Vec<(Vec<(&str, &str)>, f64)>| {
-        if samples.is_empty() {
-            return;
-        }
-        e.family(family);
-        for (labels, value) in samples {
-            e.sample(family.name, &labels, value);
-        }
-    };
-    family(
+    e.family_of(
         &STATE,
         reports
             .iter()
@@ -94,7 +85,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
             })
             .collect(),
     );
-    family(
+    e.family_of(
         &ACQUIRED,
         reports
             .iter()
@@ -107,7 +98,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
             })
             .collect(),
     );
-    family(
+    e.family_of(
         &HEARTBEAT,
         reports
             .iter()
@@ -117,7 +108,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
             })
             .collect(),
     );
-    family(
+    e.family_of(
         &LAST_SUCCESS,
         reports
             .iter()
@@ -136,13 +127,13 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
             pids.into_iter().map(move |pid| (lock, pid.to_string()))
         })
         .collect();
-    family(
+    e.family_of(
         &HOLDER,
         pids.iter()
             .map(|(lock, pid)| (vec![("lock", *lock), ("pid", pid.as_str())], 1.0))
             .collect(),
     );
-    family(
+    e.family_of(
         &FINDING,
         reports
             .iter()
@@ -164,7 +155,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
             })
             .collect(),
     );
-    family(
+    e.family_of(
         &INSPECT_ERROR,
         outcomes
             .iter()

@@ -14,6 +14,7 @@
 #[cfg(feature = "ping")]
 pub(crate) mod capture;
 pub(crate) mod exposition;
+pub(crate) mod lease_metrics;
 pub(crate) mod lock_metrics;
 pub(crate) mod metrics;
 #[cfg(feature = "ping")]
@@ -157,7 +158,6 @@ impl Monitor {
 
 /// The outcome of a run told by its exit status alone: 0 succeeded,
 /// anything else failed.
-#[cfg(feature = "etcd")]
 pub(crate) fn outcome_of(exit_code: i32) -> Outcome {
     if exit_code == 0 {
         Outcome::Succeeded

@@ -15,8 +15,6 @@ use std::time::{Duration, Instant, SystemTime};
 use lockfile::{Error, LockGuard, LockOptions, Outcome, OwnerRecord, RunEnd};
 
 pub(crate) mod command;
-#[cfg(feature = "etcd")]
-pub(crate) mod lease;
 pub(crate) mod limits;
 pub(crate) mod signals;
 pub(crate) mod supervise;

@@ -101,7 +101,6 @@ impl BlockedSignals {
     }
 
     /// Also blocks `extra` (a wake-up signal of the caller's).
-    #[cfg(feature = "etcd")]
     pub(crate) fn also_block(&mut self, extra: i32) -> io::Result<()> {
         // SAFETY: `self.set` is initialised; pthread_sigmask reads it only.
         unsafe {

@@ -65,7 +65,6 @@ impl StopSequence {
     }
 
     /// Whether SIGKILL went out.
-    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) fn killed(&self) -> bool {
         self.killed_at.is_some()
     }

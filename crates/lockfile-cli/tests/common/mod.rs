@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod prometheus;
+
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::process::CommandExt;

@@ -1,6 +1,9 @@
 //! `InspectOptions`: the thresholds of an inspection. None is hard-coded.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+use super::finding::Finding;
+use crate::OwnerRecord;
 
 /// Thresholds for `inspect`. None is hard-coded; each has a documented default.
 ///
@@ -57,5 +60,83 @@ impl InspectOptions {
     pub fn expect_every(&mut self, period: Duration) -> &mut Self {
         self.expect_every = Some(period);
         self
+    }
+}
+
+/// The judgements that do not depend on how a lock is held, shared by lock
+/// files and leases (the `lockfile-lease` crate): how long the holder has
+/// held it, and how long ago the job last succeeded.
+impl InspectOptions {
+    /// The findings about a run that has held its lock (or lease) for `age`
+    /// under `owner`'s record: [`Finding::Aged`] past
+    /// [`max_age`](InspectOptions::max_age), [`Finding::Overrunning`] past
+    /// the maximum runtime the owner recorded.
+    ///
+    /// ```
+    /// use std::time::{Duration, SystemTime};
+    /// let mut owner = lockfile::OwnerRecord::current(Some("nightly"), None);
+    /// owner.max_runtime_ms = Some(60_000);
+    /// let mut findings = Vec::new();
+    /// lockfile::InspectOptions::new()
+    ///     .judge_run(Some((&owner, Duration::from_secs(90))), None, SystemTime::now(), &mut findings);
+    /// assert_eq!(findings[0].kind(), "overrunning");
+    /// ```
+    pub fn judge_run(
+        &self,
+        held: Option<(&OwnerRecord, Duration)>,
+        last_success: Option<SystemTime>,
+        now: SystemTime,
+        findings: &mut Vec<Finding>,
+    ) {
+        if let Some((owner, age)) = held {
+            self.age_findings(owner, age, findings);
+        }
+        self.silence_findings(last_success, now, findings);
+    }
+
+    pub(super) fn age_findings(
+        &self,
+        owner: &OwnerRecord,
+        age: Duration,
+        findings: &mut Vec<Finding>,
+    ) {
+        if let Some(max) = self.max_age
+            && age > max
+        {
+            findings.push(Finding::Aged {
+                age,
+                threshold: max,
+            });
+        }
+        if let Some(max_runtime) = owner.max_runtime()
+            && age > max_runtime
+        {
+            findings.push(Finding::Overrunning { age, max_runtime });
+        }
+    }
+
+    /// [`Finding::NeverSucceeded`] or [`Finding::Silent`], when
+    /// [`expect_every`](InspectOptions::expect_every) is set.
+    pub(super) fn silence_findings(
+        &self,
+        last_success: Option<SystemTime>,
+        now: SystemTime,
+        findings: &mut Vec<Finding>,
+    ) {
+        let Some(expect_every) = self.expect_every else {
+            return;
+        };
+        match last_success {
+            None => findings.push(Finding::NeverSucceeded { expect_every }),
+            Some(t) => {
+                let since_success = now.duration_since(t).unwrap_or_default();
+                if since_success > expect_every {
+                    findings.push(Finding::Silent {
+                        since_success,
+                        expect_every,
+                    });
+                }
+            }
+        }
     }
 }

@@ -727,20 +727,8 @@ impl Scan<'_> {
         if report.state != LockState::Held {
             return;
         }
-        if let (Some(max), Some(age)) = (self.opts.max_age, report.age)
-            && age > max
-        {
-            report.findings.push(Finding::Aged {
-                age,
-                threshold: max,
-            });
-        }
-        if let (Some(max_runtime), Some(age)) = (owner.max_runtime(), report.age)
-            && age > max_runtime
-        {
-            report
-                .findings
-                .push(Finding::Overrunning { age, max_runtime });
+        if let Some(age) = report.age {
+            self.opts.age_findings(owner, age, &mut report.findings);
         }
         let threshold = self.opts.stale_after.or_else(|| {
             owner
@@ -780,23 +768,8 @@ impl Scan<'_> {
     }
 
     fn silence_findings(&self, report: &mut LockReport) {
-        let Some(expect_every) = self.opts.expect_every else {
-            return;
-        };
-        match report.last_success {
-            None => report
-                .findings
-                .push(Finding::NeverSucceeded { expect_every }),
-            Some(t) => {
-                let since_success = self.now.duration_since(t).unwrap_or_default();
-                if since_success > expect_every {
-                    report.findings.push(Finding::Silent {
-                        since_success,
-                        expect_every,
-                    });
-                }
-            }
-        }
+        self.opts
+            .silence_findings(report.last_success, self.now, &mut report.findings);
     }
 }
 

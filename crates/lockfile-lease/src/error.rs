@@ -1,5 +1,6 @@
-//! The crate's one error type. Every message names the operation and the key
-//! (and the etcd endpoints when the server was involved).
+//! The lease layer's one error type, shared by every engine. Every message
+//! names the operation and the key (and the engine and its server when the
+//! server was involved).
 
 use std::fmt;
 use std::io;
@@ -7,11 +8,14 @@ use std::time::Duration;
 
 use lockfile::OwnerRecord;
 
+use crate::LostReason;
+use crate::lost::millis;
+
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A boxed error from the layer below this crate, the etcd client. Boxed so
-/// that its version is not part of this crate's API.
+/// A boxed error from the layer below an engine (its client library). Boxed
+/// so that the client's version is not part of any crate's API.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What the crate was doing when an error happened. Shown in messages as
@@ -19,7 +23,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Operation {
-    /// Connecting to the etcd endpoints.
+    /// Connecting to the engine's server.
     Connect,
     /// Granting the lease that the key will be attached to.
     Grant,
@@ -46,7 +50,7 @@ pub enum Operation {
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Operation::Connect => "connect to etcd for",
+            Operation::Connect => "connect to the server for",
             Operation::Grant => "grant a lease for",
             Operation::Acquire => "write the owner record to",
             Operation::Watch => "watch",
@@ -59,66 +63,6 @@ impl fmt::Display for Operation {
             Operation::RecordRun => "record the run history in",
         })
     }
-}
-
-/// Why a held lease can no longer be trusted. See
-/// [`LeaseGuard::check`](crate::LeaseGuard::check).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LostReason {
-    /// No renewal succeeded in time: the local deadline (the send time of the
-    /// last successful renewal plus the TTL) passed. etcd may have expired
-    /// the lease, or may not; the holder can no longer tell.
-    DeadlinePassed {
-        /// The lease's TTL.
-        ttl: Duration,
-        /// How long before the moment the loss was noticed the last
-        /// successful renewal was sent. At least `ttl`.
-        since_renewal: Duration,
-    },
-    /// etcd answered a renewal with a TTL of zero: the lease no longer exists.
-    Expired,
-    /// The key was deleted: by etcd when the lease expired, or by someone else.
-    KeyDeleted {
-        /// The etcd revision of the deletion, when known.
-        revision: i64,
-    },
-    /// The key now belongs to another lease or another holder.
-    KeyReplaced {
-        /// The etcd revision of the change.
-        revision: i64,
-    },
-    /// The guard released the lease. Not a failure, but work bound to the
-    /// lease must stop all the same.
-    Released,
-}
-
-impl fmt::Display for LostReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LostReason::DeadlinePassed { ttl, since_renewal } => write!(
-                f,
-                "no renewal succeeded within the lease's TTL of {} (the last successful one was sent {} ago); etcd may have expired it",
-                humantime::format_duration(*ttl),
-                humantime::format_duration(millis(*since_renewal)),
-            ),
-            LostReason::Expired => {
-                f.write_str("etcd answered a renewal with TTL 0: the lease has expired")
-            }
-            LostReason::KeyDeleted { revision } => {
-                write!(f, "the key was deleted at revision {revision}")
-            }
-            LostReason::KeyReplaced { revision } => write!(
-                f,
-                "the key was overwritten at revision {revision} and is no longer attached to this lease"
-            ),
-            LostReason::Released => f.write_str("the lease was released"),
-        }
-    }
-}
-
-fn millis(d: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Everything that can go wrong while acquiring, holding, inspecting or
@@ -134,7 +78,7 @@ pub enum Error {
     /// value is one.
     #[error("`{key}` is held by {} (fencing token {fencing_token})", OwnerRecord::describe(owner.as_deref()))]
     Contended {
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
         /// The holder's owner record, when the key holds a readable one.
         owner: Option<Box<OwnerRecord>>,
@@ -148,7 +92,7 @@ pub enum Error {
         OwnerRecord::describe(owner.as_deref())
     )]
     Timeout {
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
         /// How long the call waited.
         waited: Duration,
@@ -158,7 +102,7 @@ pub enum Error {
     /// The lease may have lapsed: stop acting on it.
     #[error("the lease on `{key}` is lost: {reason}")]
     LeaseLost {
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
         /// What happened.
         reason: LostReason,
@@ -176,35 +120,40 @@ pub enum Error {
     InvalidOptions {
         /// The operation that was refused.
         op: Operation,
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
         /// What is wrong.
         reason: String,
     },
-    /// etcd (or the connection to it) returned an error.
-    #[error("cannot {op} `{key}` on etcd at {endpoints}: {source}")]
-    Etcd {
+    /// The engine's server (or the connection to it) returned an error.
+    #[error("cannot {op} `{key}` on {engine} at {server}: {source}")]
+    Server {
+        /// The engine: `etcd`, `postgres`.
+        engine: &'static str,
         /// The failed operation.
         op: Operation,
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
-        /// The endpoints, comma-separated.
-        endpoints: String,
+        /// Where the server is, as the user gave it (endpoints, comma
+        /// separated; a URL without its password).
+        server: String,
         /// The client's error.
         source: BoxError,
     },
-    /// etcd did not answer in time.
+    /// The engine's server did not answer in time.
     #[error(
-        "cannot {op} `{key}` on etcd at {endpoints}: no answer within {}",
+        "cannot {op} `{key}` on {engine} at {server}: no answer within {}",
         humantime::format_duration(millis(*after))
     )]
     Unanswered {
+        /// The engine: `etcd`, `postgres`.
+        engine: &'static str,
         /// The failed operation.
         op: Operation,
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
-        /// The endpoints, comma-separated.
-        endpoints: String,
+        /// Where the server is, as the user gave it.
+        server: String,
         /// How long the call waited.
         after: Duration,
     },
@@ -214,7 +163,7 @@ pub enum Error {
     Conflict {
         /// The failed operation.
         op: Operation,
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
         /// How many times the write was tried.
         attempts: u32,
@@ -224,7 +173,7 @@ pub enum Error {
     Io {
         /// The failed operation.
         op: Operation,
-        /// The etcd key.
+        /// The key (the engine's name for the lease's place).
         key: String,
         /// The underlying error.
         source: io::Error,
@@ -260,14 +209,14 @@ impl Error {
         }
     }
 
-    /// The etcd key the error is about, when it is about one.
+    /// The key the error is about, when it is about one.
     pub fn key(&self) -> Option<&str> {
         match self {
             Error::Contended { key, .. }
             | Error::Timeout { key, .. }
             | Error::LeaseLost { key, .. }
             | Error::InvalidOptions { key, .. }
-            | Error::Etcd { key, .. }
+            | Error::Server { key, .. }
             | Error::Unanswered { key, .. }
             | Error::Conflict { key, .. }
             | Error::Io { key, .. } => Some(key),
@@ -283,9 +232,10 @@ mod tests {
     #[test]
     fn messages_name_the_operation_and_the_key() {
         let e = Error::Unanswered {
+            engine: "etcd",
             op: Operation::Grant,
             key: "lockfile/locks/nightly".to_owned(),
-            endpoints: "http://10.0.0.1:2379".to_owned(),
+            server: "http://10.0.0.1:2379".to_owned(),
             after: Duration::from_millis(5000),
         };
         assert_eq!(
@@ -305,7 +255,7 @@ mod tests {
         assert!(e.is_lost());
         assert_eq!(
             e.to_string(),
-            "the lease on `lockfile/locks/nightly` is lost: no renewal succeeded within the lease's TTL of 10s (the last successful one was sent 10s 250ms ago); etcd may have expired it"
+            "the lease on `lockfile/locks/nightly` is lost: no renewal succeeded within the lease's TTL of 10s (the last successful one was sent 10s 250ms ago); the server may have expired it"
         );
 
         let e = Error::Contended {

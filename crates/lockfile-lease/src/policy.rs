@@ -17,8 +17,8 @@ use crate::LeaseSignal;
 ///   deadline.
 ///
 /// Renewals normally keep the deadline between two thirds of a TTL and a
-/// whole TTL ahead, so a `grace` under `TTL / 3` never fires while etcd
-/// answers.
+/// whole TTL ahead, so a `grace` under `TTL / 3` never fires while the
+/// server answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StopPolicy {
     grace: Duration,
@@ -127,34 +127,31 @@ impl LeaseSignal {
     /// lost: nothing has to poll. A command wrapper's loop:
     ///
     /// ```no_run
-    /// # fn main() -> Result<(), lockfile_etcd::Error> {
     /// use std::time::{Duration, Instant};
-    /// use lockfile_etcd::Step;
+    /// use lockfile_lease::{Lease, Step};
     ///
-    /// let guard = lockfile_etcd::LeaseGuard::try_acquire("nightly")?;
-    /// let signal = guard.signal();
-    /// let policy = signal.default_policy();
-    /// let mut child = std::process::Command::new("backup")
-    ///     .env("LOCKFILE_FENCING_TOKEN", guard.fencing_token().to_string())
-    ///     .spawn()
-    ///     .unwrap();
-    /// let mut terminated = false;
-    /// // Look at the child at least every 100 ms; the lease wakes us sooner.
-    /// while child.try_wait().unwrap().is_none() {
-    ///     match signal.wait_step(policy, Instant::now() + Duration::from_millis(100)) {
-    ///         Step::Terminate { .. } if !terminated => {
-    ///             terminated = true; // send SIGTERM to the child here
+    /// fn run_under(lease: &dyn Lease) -> std::io::Result<()> {
+    ///     let signal = lease.signal();
+    ///     let policy = signal.default_policy();
+    ///     let mut child = std::process::Command::new("backup")
+    ///         .env("LOCKFILE_FENCING_TOKEN", lease.fencing_token().to_string())
+    ///         .spawn()?;
+    ///     let mut terminated = false;
+    ///     // Look at the child at least every 100 ms; the lease wakes us sooner.
+    ///     while child.try_wait()?.is_none() {
+    ///         match signal.wait_step(policy, Instant::now() + Duration::from_millis(100)) {
+    ///             Step::Terminate { .. } if !terminated => {
+    ///                 terminated = true; // send SIGTERM to the child here
+    ///             }
+    ///             Step::Kill => {
+    ///                 child.kill()?; // SIGKILL
+    ///                 child.wait()?;
+    ///             }
+    ///             _ => {}
     ///         }
-    ///         Step::Kill => {
-    ///             child.kill().unwrap(); // SIGKILL
-    ///             child.wait().unwrap();
-    ///         }
-    ///         _ => {}
     ///     }
+    ///     Ok(())
     /// }
-    /// guard.release()?;
-    /// # Ok(())
-    /// # }
     /// ```
     pub fn wait_step(&self, policy: StopPolicy, until: Instant) -> Step {
         let mut st = self.shared.lock();

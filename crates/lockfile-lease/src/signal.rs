@@ -1,6 +1,8 @@
-//! `LeaseSignal`: what the holder may believe about its lease, right now.
+//! `LeaseSignal`: what the holder may believe about its lease, right now;
+//! and `Renewals`, the engine's side of it.
 //!
-//! The renewal thread writes into this state; the holder's threads read it.
+//! The engine's renewal thread writes into this state through [`Renewals`];
+//! the holder's threads read it through [`LeaseSignal`].
 //! Every reader also compares the clock with the deadline itself, so a lost
 //! lease is reported on time even when the renewal thread has not run yet
 //! (after the whole process was stopped, for example).
@@ -53,9 +55,9 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A renewal sent at `sent` succeeded and etcd promised `ttl` from
+    /// A renewal sent at `sent` succeeded and the server promised `ttl` from
     /// receipt. A success that arrives after the old deadline passed unseen
-    /// still counts: etcd would have answered TTL 0 had the lease lapsed.
+    /// still counts: the server would have refused it had the lease lapsed.
     pub(crate) fn renewed(&self, sent: Instant, ttl: Duration) {
         let mut st = self.lock();
         if st.lost.is_some() {
@@ -154,27 +156,28 @@ impl Shared {
 /// A handle on a held lease's state that other threads can keep: the deadline,
 /// the lost signal, and the supervision policy.
 ///
-/// Get one from [`LeaseGuard::signal`](crate::LeaseGuard::signal). It is
-/// cheap to clone, `Send` and `Sync`. It stays valid after the guard is
+/// Get one from a held lease ([`Lease::signal`](crate::Lease::signal)). It
+/// is cheap to clone, `Send` and `Sync`. It stays valid after the lease is
 /// released, and then reports [`LostReason::Released`].
 ///
-/// ```no_run
-/// # fn main() -> Result<(), lockfile_etcd::Error> {
-/// use std::time::Duration;
+/// ```
+/// use std::time::{Duration, Instant};
+/// use lockfile_lease::{LostReason, Renewals};
 ///
-/// let guard = lockfile_etcd::LeaseGuard::try_acquire("reindex")?;
-/// let signal = guard.signal();
+/// // An engine made this when it took the lease; a holder gets the signal.
+/// let renewals = Renewals::new("lockfile/locks/reindex", Duration::from_secs(10), Instant::now());
+/// let signal = renewals.signal();
+/// let watched = signal.clone();
 /// let watchdog = std::thread::spawn(move || {
-///     // Blocks until the lease may have lapsed (or the guard is released).
-///     if let Some(reason) = signal.wait_lost(Duration::MAX) {
+///     // Blocks until the lease may have lapsed (or is released).
+///     if let Some(reason) = watched.wait_lost(Duration::MAX) {
 ///         eprintln!("stop writing: {reason}");
 ///     }
 /// });
-/// // ... the work, calling guard.check()? before each write ...
-/// guard.release()?;
+/// // ... the work, calling signal.check()? before each write ...
+/// assert!(signal.check().is_ok());
+/// renewals.lose(LostReason::Released); // what a release does
 /// watchdog.join().unwrap();
-/// # Ok(())
-/// # }
 /// ```
 #[derive(Clone)]
 pub struct LeaseSignal {
@@ -199,12 +202,12 @@ impl LeaseSignal {
         LeaseSignal { shared }
     }
 
-    /// The etcd key of the lease.
+    /// The key of the lease (its name in the engine's key space).
     pub fn key(&self) -> &str {
         &self.shared.key
     }
 
-    /// The TTL etcd granted.
+    /// The TTL the server granted.
     pub fn ttl(&self) -> Duration {
         self.shared.ttl
     }
@@ -232,8 +235,8 @@ impl LeaseSignal {
 
     /// `Ok` while the lease is certainly held; [`Error::LeaseLost`] as soon
     /// as it may have lapsed: the deadline passed without a successful
-    /// renewal, etcd answered a renewal with TTL 0, or the key was deleted or
-    /// replaced. Once lost, always lost.
+    /// renewal, the server answered a renewal that the lease is gone, or the
+    /// key was deleted or replaced. Once lost, always lost.
     ///
     /// Call it before every action that relies on the lease. It takes a
     /// mutex and reads the clock: cheap enough for a hot loop.
@@ -313,5 +316,79 @@ impl LeaseSignal {
                 }
             }
         }
+    }
+}
+
+/// The engine's side of a [`LeaseSignal`]: its renewal thread reports each
+/// renewal's fate here, and the holder's threads read the outcome through
+/// the signals it hands out. Every engine keeps its deadline this way, so
+/// that "held until when" means the same whatever the server.
+///
+/// The deadline is the *send* time of the last renewal that succeeded plus
+/// the TTL: the server keeps a lease at least a TTL after the renewal it
+/// received, which is no earlier than when it was sent.
+#[derive(Clone, Debug)]
+pub struct Renewals {
+    signal: LeaseSignal,
+}
+
+impl Renewals {
+    /// The state of a lease on `key` granted with `ttl` by a request sent at
+    /// `granted_at` (on the monotonic clock): its deadline is `granted_at +
+    /// ttl`.
+    pub fn new(key: &str, ttl: Duration, granted_at: Instant) -> Renewals {
+        Renewals {
+            signal: LeaseSignal::new(Arc::new(Shared::new(key, ttl, granted_at))),
+        }
+    }
+
+    /// A signal for the holder.
+    pub fn signal(&self) -> LeaseSignal {
+        self.signal.clone()
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.signal.shared
+    }
+
+    /// A renewal sent at `sent` succeeded, and the server promised `ttl` from
+    /// its receipt: the deadline moves to `sent + ttl` (never earlier), and
+    /// the failures in a row go back to zero. Ignored once the lease is lost.
+    pub fn renewed(&self, sent: Instant, ttl: Duration) {
+        self.shared().renewed(sent, ttl);
+    }
+
+    /// A renewal failed or went unanswered. It may have reached the server
+    /// all the same, so it proves nothing by itself: only the deadline says
+    /// the lease is lost.
+    pub fn renewal_failed(&self) {
+        self.shared().renewal_failed();
+    }
+
+    /// Declares the lease lost. The first reason sticks; callbacks run now.
+    pub fn lose(&self, reason: LostReason) {
+        self.shared().lose(reason);
+    }
+
+    /// Declares the lease lost if its deadline has passed at `now`; true when
+    /// it is lost (now or before).
+    pub fn poll(&self, now: Instant) -> bool {
+        self.shared().poll(now)
+    }
+
+    /// The deadline as it stands, without declaring anything.
+    pub fn deadline(&self) -> Instant {
+        self.shared().lock().deadline
+    }
+
+    /// Why the lease was declared lost, if it was (without looking at the
+    /// clock: call [`poll`](Renewals::poll) first for that).
+    pub fn lost(&self) -> Option<LostReason> {
+        self.shared().lock().lost.as_ref().map(|(r, _)| r.clone())
+    }
+
+    /// The [`Error::LeaseLost`] for `reason`, naming the lease's key.
+    pub fn lost_error(&self, reason: LostReason) -> Error {
+        self.shared().lost_error(reason)
     }
 }

@@ -1,10 +1,10 @@
-//! `lockfile run --etcd` and `lockfile inspect --etcd`: a lease on etcd
-//! instead of a file lock, for jobs that may run on several hosts.
+//! `lockfile run --etcd`: COMMAND under a lease instead of a file lock,
+//! whatever the engine.
 //!
 //! The safety property: COMMAND is gone before anyone else can be granted the
-//! lease. etcd keeps a lease at least a TTL after the last renewal it
+//! lease. The server keeps a lease at least a TTL after the last renewal it
 //! received, which is no earlier than a TTL after we sent it; that moment,
-//! on the monotonic clock, is the guard's deadline. When renewals fail,
+//! on the monotonic clock, is the lease's deadline. When renewals fail,
 //! COMMAND gets SIGTERM `--grace` before the deadline and SIGKILL just before
 //! it. Should this process itself die, the kernel SIGKILLs COMMAND
 //! (PR_SET_PDEATHSIG), because nobody renews the lease any more.
@@ -17,13 +17,11 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{Outcome, RunEnd};
-use lockfile_etcd::{LeaseGuard, LeaseOptions, LeaseReport, Step, StopPolicy};
+use lockfile::{Outcome, RunEnd, Wait};
+use lockfile_lease::{Error, Lease, LeaseRequest, Step, StopPolicy};
 
-use crate::cli::format::Format;
-use crate::cli::{InspectArgs, RunArgs};
+use crate::cli::RunArgs;
 use crate::exit;
-use crate::inspect::table::print_aligned;
 use crate::monitor::Monitor;
 use crate::run::command::{command_line, job_name, spawn};
 use crate::run::limits::MaxRuntime;
@@ -35,27 +33,17 @@ use crate::run::supervise::{self, StopSequence};
 /// mask is restored at exit must not kill us.
 const WAKE: i32 = libc::SIGURG;
 
-fn options(endpoints: &str) -> LeaseOptions {
-    let mut opts = LeaseOptions::new();
-    opts.endpoints(
-        endpoints
-            .split(',')
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .map(str::to_owned),
-    );
-    opts
-}
-
 pub(crate) fn run(args: RunArgs) -> i32 {
     if args.command.is_empty() && args.shell_command.is_none() {
-        errln!("lockfile: --etcd needs a COMMAND to run under the lease (or -c STRING)");
+        errln!("lockfile: a lease needs a COMMAND to run under it (or -c STRING)");
         return exit::USAGE;
     }
-    let endpoints = args.etcd.as_deref().unwrap_or_default();
+    let engine = match super::engine(&args.engine) {
+        Ok(engine) => engine,
+        Err(code) => return code,
+    };
     let name = args.lockfile.to_string_lossy().into_owned();
     let (program, program_args) = command_line(&args);
-    let mut opts = options(endpoints);
     let job = args.job.clone().unwrap_or_else(|| job_name(&program));
     let mut monitor = match Monitor::new(&args.monitoring, &job, &name) {
         Ok(monitor) => monitor,
@@ -64,28 +52,13 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    opts.job(job);
-    if let Some(ttl) = args.ttl {
-        opts.ttl(ttl);
-    }
-    let acquired = if args.nonblock {
-        opts.try_acquire(&name)
-    } else {
-        if let Some(wait) = args.wait {
-            opts.timeout(wait);
-        }
-        opts.acquire(&name)
-    };
-    let guard = match acquired {
+    let guard = match engine.acquire(&name, &request(&args, job)) {
         Ok(guard) => guard,
         Err(e) if e.is_contended() => {
             monitor.skipped(&format!("{e}; not running"), || None);
             return i32::from(args.conflict_exit_code);
         }
-        Err(
-            e @ (lockfile_etcd::Error::InvalidName { .. }
-            | lockfile_etcd::Error::InvalidOptions { .. }),
-        ) => {
+        Err(e @ (Error::InvalidName { .. } | Error::InvalidOptions { .. })) => {
             errln!("lockfile: {e}");
             return exit::USAGE;
         }
@@ -96,8 +69,25 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     };
     monitor.started(guard.record().token);
     let started_at = SystemTime::now();
-    let ran = run_leased(&guard, &program, &program_args, &args);
+    let ran = run_leased(guard.as_ref(), &program, &program_args, &args);
     finish(guard, ran, started_at, &mut monitor)
+}
+
+/// What `args` ask of the acquisition.
+fn request(args: &RunArgs, job: String) -> LeaseRequest {
+    let wait = if args.nonblock {
+        Wait::No
+    } else {
+        Wait::up_to(args.wait)
+    };
+    let mut request = LeaseRequest::new().wait(wait).job(job);
+    if let Some(ttl) = args.ttl {
+        request = request.ttl(ttl);
+    }
+    if let Some(max_runtime) = args.max_runtime {
+        request = request.max_runtime(max_runtime);
+    }
+    request
 }
 
 /// How COMMAND ran under the lease.
@@ -113,7 +103,7 @@ struct Ran {
 /// order, so that the next holder finds them written. Returns the exit
 /// status.
 fn finish(
-    guard: LeaseGuard,
+    guard: Box<dyn Lease>,
     ran: Result<Ran, (i32, String)>,
     started_at: SystemTime,
     monitor: &mut Monitor,
@@ -185,7 +175,7 @@ fn finish(
 }
 
 fn run_leased(
-    guard: &LeaseGuard,
+    guard: &dyn Lease,
     program: &OsString,
     program_args: &[OsString],
     args: &RunArgs,
@@ -326,92 +316,4 @@ fn run_leased(
         stopped,
         timed_out,
     })
-}
-
-/// `lockfile inspect --etcd`: who holds each named lease.
-pub(crate) fn inspect(args: &InspectArgs) -> i32 {
-    if args.format() == Format::Prometheus || args.print.output.is_some() {
-        errln!(
-            "lockfile: --format prometheus and --output are for lock files, not for --etcd leases"
-        );
-        return exit::USAGE;
-    }
-    let opts = options(args.etcd.as_deref().unwrap_or_default());
-    let outcomes: Vec<(String, lockfile_etcd::Result<LeaseReport>)> = args
-        .paths
-        .iter()
-        .map(|name| {
-            let name = name.to_string_lossy().into_owned();
-            let report = opts.inspect(&name);
-            (name, report)
-        })
-        .collect();
-    if args.format() == Format::Json {
-        let values: Vec<serde_json::Value> = outcomes
-            .iter()
-            .map(|(name, r)| match r {
-                Ok(report) => serde_json::to_value(report).expect("a report serialises"),
-                Err(e) => serde_json::json!({"name": name, "state": null, "error": e.to_string()}),
-            })
-            .collect();
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&values).expect("JSON values serialise")
-        );
-    } else {
-        let mut rows = vec![
-            [
-                "NAME", "STATE", "PID", "HOST", "JOB", "TOKEN", "TTL LEFT", "LAST RUN",
-            ]
-            .map(String::from),
-        ];
-        let mut notes = vec![Vec::new()];
-        for (name, r) in &outcomes {
-            let dash = || "-".to_owned();
-            match r {
-                Ok(r) => {
-                    let owner = r.owner.as_ref();
-                    rows.push([
-                        name.clone(),
-                        r.state.to_string(),
-                        owner.map_or_else(dash, |o| o.pid.to_string()),
-                        owner.map_or_else(dash, |o| o.hostname.to_string()),
-                        owner.and_then(|o| o.job.clone()).unwrap_or_else(dash),
-                        r.fencing_token.map_or_else(dash, |t| t.to_string()),
-                        r.ttl_remaining
-                            .map_or_else(dash, |t| format!("{}s", t.as_secs())),
-                        r.last_run
-                            .as_ref()
-                            .map_or_else(dash, |run| run.outcome.to_string()),
-                    ]);
-                    notes.push(
-                        r.content_error
-                            .iter()
-                            .chain(&r.history_error)
-                            .map(|e| format!("  note: {e}"))
-                            .collect(),
-                    );
-                }
-                Err(e) => {
-                    rows.push([
-                        name.clone(),
-                        "error".to_owned(),
-                        dash(),
-                        dash(),
-                        dash(),
-                        dash(),
-                        dash(),
-                        dash(),
-                    ]);
-                    notes.push(vec![format!("  error: {e}")]);
-                }
-            }
-        }
-        print_aligned(&rows, &notes);
-    }
-    if outcomes.iter().any(|(_, r)| r.is_err()) {
-        lockfile::Status::Unknown.code()
-    } else {
-        exit::OK
-    }
 }

@@ -1,0 +1,169 @@
+//! `lockfile inspect --etcd [NAME…]`: who holds each lease, as a table,
+//! JSON or Prometheus samples, whatever the engine. Without a NAME, every
+//! lease the engine knows.
+
+use std::time::SystemTime;
+
+use lockfile::{Severity, Status};
+use lockfile_lease::{Engine, LeaseReport};
+
+use crate::cli::InspectArgs;
+use crate::cli::format::Format;
+use crate::exit;
+use crate::inspect::short;
+use crate::inspect::table::aligned;
+use crate::monitor::lease_metrics::{self, Outcome};
+
+/// The name of the outcome that stands for a listing of every lease that
+/// failed.
+const EVERY: &str = "*";
+
+pub(crate) fn inspect(args: &InspectArgs) -> i32 {
+    if args.thresholds.stale_after.is_some() {
+        errln!(
+            "lockfile: --stale-after is for lock files: a lease's renewals prove that its wrapper lives, not that its command makes progress (use --max-age)"
+        );
+        return exit::USAGE;
+    }
+    let engine = match super::engine(&args.engine) {
+        Ok(engine) => engine,
+        Err(code) => return code,
+    };
+    let opts = args.thresholds.options();
+    let now = SystemTime::now();
+    let outcomes: Vec<(String, lockfile_lease::Result<LeaseReport>)> =
+        collect(engine.as_ref(), args)
+            .into_iter()
+            .map(|(name, r)| (name, r.map(|report| report.judged(&opts, now))))
+            .collect();
+    let text = match args.format() {
+        Format::Table => table(&outcomes),
+        Format::Json => json(engine.kind(), &outcomes),
+        Format::Prometheus => lease_metrics::render(
+            &outcomes
+                .iter()
+                .map(|(name, r)| Outcome {
+                    engine: engine.kind(),
+                    name,
+                    report: r.as_ref().ok(),
+                })
+                .collect::<Vec<_>>(),
+        ),
+    };
+    let status = outcomes
+        .iter()
+        .map(|(_, r)| match r {
+            Ok(report) => report.severity().map_or(Status::Ok, Severity::status),
+            Err(_) => Status::Unknown,
+        })
+        .max()
+        .unwrap_or(Status::Ok)
+        .code();
+    crate::inspect::emit(args, &text, status)
+}
+
+/// The named leases, or every lease when no name is given.
+fn collect(
+    engine: &dyn Engine,
+    args: &InspectArgs,
+) -> Vec<(String, lockfile_lease::Result<LeaseReport>)> {
+    if args.paths.is_empty() {
+        return match engine.inspect_all() {
+            Ok(reports) => reports
+                .into_iter()
+                .map(|r| (r.name.clone(), Ok(r)))
+                .collect(),
+            Err(e) => vec![(EVERY.to_owned(), Err(e))],
+        };
+    }
+    args.paths
+        .iter()
+        .map(|name| {
+            let name = name.to_string_lossy().into_owned();
+            let report = engine.inspect(&name);
+            (name, report)
+        })
+        .collect()
+}
+
+fn json(engine: &str, outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {
+    let values: Vec<serde_json::Value> = outcomes
+        .iter()
+        .map(|(name, r)| match r {
+            Ok(report) => serde_json::to_value(report).expect("a report serialises"),
+            Err(e) => serde_json::json!({
+                "engine": engine,
+                "name": name,
+                "key": e.key(),
+                "state": null,
+                "error": e.to_string(),
+            }),
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&values).expect("JSON values serialise");
+    text.push('\n');
+    text
+}
+
+fn table(outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {
+    let now = SystemTime::now();
+    let mut rows = vec![
+        [
+            "NAME",
+            "STATE",
+            "PID",
+            "HOST",
+            "JOB",
+            "TOKEN",
+            "TTL LEFT",
+            "LAST SUCCESS",
+            "LAST RUN",
+        ]
+        .map(String::from),
+    ];
+    let mut notes = vec![Vec::new()];
+    let dash = || "-".to_owned();
+    for (name, r) in outcomes {
+        match r {
+            Ok(r) => {
+                let owner = r.owner.as_ref();
+                rows.push([
+                    name.clone(),
+                    r.state.to_string(),
+                    owner.map_or_else(dash, |o| o.pid.to_string()),
+                    owner.map_or_else(dash, |o| o.hostname.to_string()),
+                    owner.and_then(|o| o.job.clone()).unwrap_or_else(dash),
+                    r.fencing_token.map_or_else(dash, |t| t.to_string()),
+                    r.ttl_remaining
+                        .map_or_else(dash, |t| format!("{}s", t.as_secs())),
+                    r.last_success.map_or("never".to_owned(), |t| {
+                        format!("{} ago", short(now.duration_since(t).ok()))
+                    }),
+                    r.last_run
+                        .as_ref()
+                        .map_or_else(dash, |run| run.outcome.to_string()),
+                ]);
+                notes.push(
+                    r.findings
+                        .iter()
+                        .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
+                        .chain(
+                            r.content_error
+                                .iter()
+                                .chain(&r.history_error)
+                                .map(|e| format!("  note: {e}")),
+                        )
+                        .collect(),
+                );
+            }
+            Err(e) => {
+                let mut row: [String; 9] = std::array::from_fn(|_| dash());
+                row[0] = name.clone();
+                row[1] = "error".to_owned();
+                rows.push(row);
+                notes.push(vec![format!("  error: {e}")]);
+            }
+        }
+    }
+    aligned(&rows, &notes)
+}

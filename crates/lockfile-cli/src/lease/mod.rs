@@ -1,0 +1,53 @@
+//! Leases instead of lock files: `run`, `inspect` and `check` against a
+//! lease engine, for jobs that may run on several hosts.
+//!
+//! Everything here drives the lease layer's traits (`Engine`, `Lease`);
+//! [`engine`] is the one place that knows which engines exist. A new engine
+//! is its crate, an option in [`EngineArgs`], and one arm below.
+
+use lockfile_lease::Engine;
+
+use crate::cli::EngineArgs;
+use crate::exit;
+
+pub(crate) mod inspect;
+pub(crate) mod run;
+
+/// The engine `args` asks for, or the status to exit with after saying why
+/// there is none.
+pub(crate) fn engine(args: &EngineArgs) -> Result<Box<dyn Engine>, i32> {
+    if let Some(endpoints) = &args.etcd {
+        #[cfg(feature = "etcd")]
+        return Ok(Box::new(
+            lockfile_etcd::LeaseOptions::new()
+                .endpoints(list(endpoints))
+                .clone(),
+        ));
+        #[cfg(not(feature = "etcd"))]
+        {
+            let _ = endpoints;
+            return Err(not_built("--etcd", "etcd"));
+        }
+    }
+    errln!("lockfile: no lease engine was chosen (--etcd)");
+    Err(exit::USAGE)
+}
+
+/// Says that `option` needs a build with `feature`; the usage status.
+#[cfg_attr(feature = "etcd", allow(dead_code))]
+fn not_built(option: &str, feature: &str) -> i32 {
+    errln!(
+        "lockfile: {option} needs a build with the `{feature}` feature (cargo install --features {feature})"
+    );
+    exit::USAGE
+}
+
+/// A comma-separated list, blanks trimmed and empty items dropped.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+fn list(items: &str) -> impl Iterator<Item = String> {
+    items
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned)
+}

@@ -1,0 +1,204 @@
+//! The lease layer's two traits: an [`Engine`] (a server that keeps leases)
+//! and a [`Lease`] (one held lease). What a lease run does with them, the
+//! stop policy, the history, the report, is written once, here and in the
+//! `lockfile` command; an engine implements these and nothing else.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use lockfile::{LastRun, OwnerRecord, RunEnd, Wait};
+
+use crate::{LeaseReport, LeaseSignal, Result};
+
+/// What a caller asks of one acquisition, whatever the engine.
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfile::Wait;
+/// let request = lockfile_lease::LeaseRequest::new()
+///     .wait(Wait::up_to(Some(Duration::from_secs(30))))
+///     .ttl(Duration::from_secs(15))
+///     .job("nightly-report")
+///     .max_runtime(Duration::from_secs(3600));
+/// assert_eq!(request.ttl, Some(Duration::from_secs(15)));
+/// ```
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct LeaseRequest {
+    /// Whether and how long to wait while someone else holds the lease.
+    /// Default: [`Wait::No`].
+    pub wait: Wait,
+    /// The lease's time to live; `None` for the engine's default.
+    pub ttl: Option<Duration>,
+    /// The job name written in the owner record.
+    pub job: Option<String>,
+    /// The run's maximum runtime, written in the owner record
+    /// (`max_runtime_seconds`), so that `inspect` and `check` can say that a
+    /// holder is `overrunning`.
+    pub max_runtime: Option<Duration>,
+}
+
+impl LeaseRequest {
+    /// A request with every default: no wait, the engine's TTL.
+    pub fn new() -> LeaseRequest {
+        LeaseRequest::default()
+    }
+
+    /// Wait as `wait` says while someone else holds the lease.
+    #[must_use]
+    pub fn wait(mut self, wait: Wait) -> LeaseRequest {
+        self.wait = wait;
+        self
+    }
+
+    /// Ask for this time to live.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> LeaseRequest {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Name the job in the owner record.
+    #[must_use]
+    pub fn job(mut self, job: impl Into<String>) -> LeaseRequest {
+        self.job = Some(job.into());
+        self
+    }
+
+    /// Record the run's maximum runtime in the owner record.
+    #[must_use]
+    pub fn max_runtime(mut self, max_runtime: Duration) -> LeaseRequest {
+        self.max_runtime = Some(max_runtime);
+        self
+    }
+
+    /// The owner record a holder writes for this request, renewing every
+    /// `renew_every` (a third of the TTL): the core crate's record, with the
+    /// job and the maximum runtime.
+    pub fn owner_record(&self, renew_every: Duration) -> OwnerRecord {
+        let mut record = OwnerRecord::current(self.job.as_deref(), Some(renew_every));
+        record.max_runtime_ms = self
+            .max_runtime
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        record
+    }
+}
+
+/// A server that keeps leases: etcd, PostgreSQL. Cheap to share; every call
+/// connects as it needs.
+///
+/// An engine promises, for each name:
+/// - at most one holder at a time, as long as every holder stops acting on
+///   its lease by its [`deadline`](LeaseSignal::deadline);
+/// - a fencing token larger than every earlier holder's;
+/// - a run history that outlives the lease, written with a compare-and-set
+///   ([`Lease::record_outcome`]).
+pub trait Engine: fmt::Debug + Send + Sync {
+    /// The engine's name in reports, messages and metrics: `etcd`,
+    /// `postgres`.
+    fn kind(&self) -> &'static str;
+
+    /// Takes the lease on `name`: without waiting, or waiting as
+    /// `request.wait` says while someone else holds it. Returns once the
+    /// lease is held and its renewal runs in the background.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended) or
+    /// [`Error::Timeout`](crate::Error::Timeout) (see
+    /// [`Error::is_contended`](crate::Error::is_contended)) with the
+    /// holder's record; [`Error::InvalidName`](crate::Error::InvalidName),
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions), or a server
+    /// error naming the operation and the key.
+    fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>>;
+
+    /// Who holds the lease on `name`, with its token, TTL and run history.
+    /// Never takes or changes anything. The report's findings are judged with
+    /// the default [`InspectOptions`](lockfile::InspectOptions).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName), or a server error.
+    fn inspect(&self, name: &str) -> Result<LeaseReport>;
+
+    /// Every lease the engine knows of, sorted by name: at least the held
+    /// ones, and the free ones whose history it keeps where it can list them.
+    ///
+    /// # Errors
+    ///
+    /// A server error.
+    fn inspect_all(&self) -> Result<Vec<LeaseReport>>;
+}
+
+/// A held lease, renewed in the background by its engine until released.
+/// Dropping it releases it too, logging errors.
+///
+/// Holding a lease is a belief with an expiry date: pass
+/// [`fencing_token`](Lease::fencing_token) to every resource the work
+/// changes, and stop the work by the [`deadline`](Lease::deadline)
+/// ([`LeaseSignal::wait_step`] with a [`StopPolicy`](crate::StopPolicy)).
+pub trait Lease: fmt::Debug + Send + Sync {
+    /// The lease name.
+    fn name(&self) -> &str;
+
+    /// Where the engine keeps it (an etcd key, a table row's name).
+    fn key(&self) -> &str;
+
+    /// The fencing token: larger than every earlier holder's of any lease on
+    /// the same server.
+    fn fencing_token(&self) -> u64;
+
+    /// The owner record the holder wrote.
+    fn record(&self) -> &OwnerRecord;
+
+    /// The TTL the server granted.
+    fn ttl(&self) -> Duration;
+
+    /// The engine's own id of the lease, if it has one (etcd's lease id).
+    fn lease_id(&self) -> Option<i64> {
+        None
+    }
+
+    /// The lease's deadline and lost signal, for any thread.
+    fn signal(&self) -> LeaseSignal;
+
+    /// Records how this run ended in the lease's run history, with the
+    /// engine's compare-and-set, within
+    /// [`write_until`](crate::write_until) of the deadline. Returns the run
+    /// written. Call it before [`release`](Lease::release).
+    ///
+    /// # Errors
+    ///
+    /// A server error or [`Error::Conflict`](crate::Error::Conflict); the
+    /// history is then left as it was.
+    fn record_outcome(&self, end: RunEnd) -> Result<LastRun>;
+
+    /// Releases the lease: stops renewing, and frees it on the server if it
+    /// is still ours. Never waits on the server past the deadline.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when it had been lost
+    /// before the release, or a server error. Renewal has stopped either way.
+    fn release(self: Box<Self>) -> Result<()>;
+
+    /// The latest moment (monotonic clock) the holder can be sure it still
+    /// holds the lease. See [`LeaseSignal::deadline`].
+    fn deadline(&self) -> Instant {
+        self.signal().deadline()
+    }
+
+    /// `Ok` while the lease is certainly held. See [`LeaseSignal::check`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) with the reason.
+    fn check(&self) -> Result<()> {
+        self.signal().check()
+    }
+
+    /// Whether the lease may have lapsed.
+    fn is_lost(&self) -> bool {
+        self.signal().is_lost()
+    }
+}

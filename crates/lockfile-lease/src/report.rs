@@ -1,0 +1,308 @@
+//! `LeaseReport`: what an engine found about one lease, in the one shape
+//! every engine shares (and `lockfile inspect --json` prints).
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use lockfile::{Finding, InspectOptions, LastRun, OwnerRecord, Severity};
+use serde::{Serialize, Serializer};
+
+use crate::History;
+
+/// A lease's state: the lock file's states, of which a lease only ever is
+/// `free` (nobody holds it) or `held`. It is never stale or debris: the
+/// holder's record goes with its lease.
+pub type LeaseState = lockfile::LockState;
+
+/// What an engine found about one lease ([`Engine::inspect`](crate::Engine::inspect)).
+///
+/// Serialises to the JSON shape of `lockfile inspect --json` for leases,
+/// the same for every engine: the `owner`, `last_run` and `findings` of a
+/// lock file's report, plus the lease's own keys.
+///
+/// ```json
+/// {"engine":"etcd","name":"nightly","key":"lockfile/locks/nightly","state":"held",
+///  "owner":{"pid":4242,"hostname":"web-1","token":"…","job":"nightly",
+///           "acquired_at":"2026-01-02T03:04:05.000000Z","heartbeat_interval_ms":3333},
+///  "fencing_token":1187,"lease_id":7587869727512379142,
+///  "ttl_seconds":10.0,"ttl_remaining_seconds":8.0,
+///  "last_run":{"started_at":"2026-01-01T03:04:05.000000Z","finished_at":"2026-01-01T03:09:05.000000Z",
+///              "duration_seconds":300.0,"exit_code":1,"signal":null,"outcome":"failed",
+///              "consecutive_failures":1,"last_failure_at":"2026-01-01T03:09:05.000000Z"},
+///  "last_success":"2025-12-31T03:08:55.000000Z",
+///  "findings":[]}
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LeaseReport {
+    /// The engine that keeps the lease: `etcd`, `postgres`.
+    pub engine: &'static str,
+    /// The lease name.
+    pub name: String,
+    /// Where the engine keeps it (an etcd key, a table row's name).
+    pub key: String,
+    /// Whether the lease is held.
+    pub state: LeaseState,
+    /// The holder's owner record, when the lease holds a readable one.
+    pub owner: Option<OwnerRecord>,
+    /// The holder's fencing token.
+    pub fencing_token: Option<u64>,
+    /// The engine's own id of the lease, when it has one (etcd's lease id).
+    pub lease_id: Option<i64>,
+    /// The TTL the lease was granted.
+    pub ttl: Option<Duration>,
+    /// What is left of the lease's TTL, as the server counts it.
+    pub ttl_remaining: Option<Duration>,
+    /// Why the lease's value is not an owner record, when it is not.
+    pub content_error: Option<String>,
+    /// How the last finished run ended, from the run history, which
+    /// outlives the lease: present for a free lease too.
+    pub last_run: Option<LastRun>,
+    /// When the job last succeeded, from the run history.
+    pub last_success: Option<SystemTime>,
+    /// Why the run history could not be read, when it could not (not ours,
+    /// or not readable by this user). The rest of the report stands.
+    pub history_error: Option<String>,
+    /// What is wrong, or worth a look, as judged by
+    /// [`judged`](LeaseReport::judged): `aged`, `overrunning` (past the
+    /// maximum runtime the holder recorded), `never_succeeded`, `silent`.
+    pub findings: Vec<Finding>,
+}
+
+/// What an engine read about a held lease, for [`LeaseReport::held`].
+#[derive(Clone, Debug)]
+pub struct Holding<'a> {
+    /// The stored owner record, as bytes (JSON when it is one of ours).
+    pub value: &'a [u8],
+    /// The holder's fencing token.
+    pub fencing_token: u64,
+    /// The engine's own id of the lease, if it has one.
+    pub lease_id: Option<i64>,
+    /// The TTL the lease was granted.
+    pub ttl: Option<Duration>,
+    /// What is left of it, as the server counts it.
+    pub ttl_remaining: Option<Duration>,
+}
+
+impl LeaseReport {
+    /// A lease nobody holds, with no history yet.
+    pub fn free(engine: &'static str, name: &str, key: &str) -> LeaseReport {
+        LeaseReport {
+            engine,
+            name: name.to_owned(),
+            key: key.to_owned(),
+            state: LeaseState::Free,
+            owner: None,
+            fencing_token: None,
+            lease_id: None,
+            ttl: None,
+            ttl_remaining: None,
+            content_error: None,
+            last_run: None,
+            last_success: None,
+            history_error: None,
+            findings: Vec::new(),
+        }
+    }
+
+    /// The same lease, held as `holding` says. A value that is not an owner
+    /// record leaves `owner` empty and says why in `content_error`.
+    #[must_use]
+    pub fn held(mut self, holding: Holding<'_>) -> LeaseReport {
+        match OwnerRecord::from_json(holding.value) {
+            Ok(owner) => self.owner = Some(owner),
+            Err(e) => self.content_error = Some(e.to_string()),
+        }
+        self.state = LeaseState::Held;
+        self.fencing_token = Some(holding.fencing_token);
+        self.lease_id = holding.lease_id;
+        self.ttl = holding.ttl;
+        self.ttl_remaining = holding.ttl_remaining;
+        self
+    }
+
+    /// The same lease with its run history as read: the history, none yet,
+    /// or why it could not be read.
+    #[must_use]
+    pub fn with_history(mut self, history: Result<Option<History>, String>) -> LeaseReport {
+        match history {
+            Ok(history) => {
+                let history = history.unwrap_or_default();
+                self.last_success = history.last_success_at();
+                self.last_run = history.last_run;
+            }
+            Err(e) => self.history_error = Some(e),
+        }
+        self
+    }
+
+    /// The same report with its findings judged by `opts` at `now`, as
+    /// lock files are: [`InspectOptions::judge_run`] on the holder's age and
+    /// the last success. Replaces any earlier findings.
+    #[must_use]
+    pub fn judged(mut self, opts: &InspectOptions, now: SystemTime) -> LeaseReport {
+        self.findings.clear();
+        let held = self
+            .owner
+            .as_ref()
+            .filter(|_| self.state == LeaseState::Held)
+            .map(|o| (o, now.duration_since(o.acquired_at).unwrap_or_default()));
+        opts.judge_run(held, self.last_success, now, &mut self.findings);
+        self
+    }
+}
+
+impl LeaseReport {
+    /// The most severe finding's severity, if any.
+    pub fn severity(&self) -> Option<Severity> {
+        self.findings.iter().map(Finding::severity).max()
+    }
+}
+
+impl Serialize for LeaseReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        /// A finding as a lock file's report shows it: its kind and fields,
+        /// its severity and its sentence.
+        #[derive(Serialize)]
+        struct FindingJson<'a> {
+            severity: Severity,
+            message: String,
+            #[serde(flatten)]
+            finding: &'a Finding,
+        }
+        #[derive(Serialize)]
+        struct ReportJson<'a> {
+            engine: &'a str,
+            name: &'a str,
+            key: &'a str,
+            state: LeaseState,
+            owner: Option<&'a OwnerRecord>,
+            fencing_token: Option<u64>,
+            lease_id: Option<i64>,
+            ttl_seconds: Option<f64>,
+            ttl_remaining_seconds: Option<f64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            content_error: Option<&'a str>,
+            last_run: Option<&'a LastRun>,
+            last_success: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            history_error: Option<&'a str>,
+            findings: Vec<FindingJson<'a>>,
+        }
+        ReportJson {
+            engine: self.engine,
+            name: &self.name,
+            key: &self.key,
+            state: self.state,
+            owner: self.owner.as_ref(),
+            fencing_token: self.fencing_token,
+            lease_id: self.lease_id,
+            ttl_seconds: self.ttl.map(|d| d.as_secs_f64()),
+            ttl_remaining_seconds: self.ttl_remaining.map(|d| d.as_secs_f64()),
+            content_error: self.content_error.as_deref(),
+            last_run: self.last_run.as_ref(),
+            last_success: self
+                .last_success
+                .map(|t| humantime::format_rfc3339_micros(t).to_string()),
+            history_error: self.history_error.as_deref(),
+            findings: self
+                .findings
+                .iter()
+                .map(|finding| FindingJson {
+                    severity: finding.severity(),
+                    message: finding.to_string(),
+                    finding,
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
+
+impl fmt::Display for LeaseReport {
+    /// One line for humans.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.state)?;
+        if let Some(owner) = &self.owner {
+            write!(f, " by {owner}")?;
+        }
+        if let Some(token) = self.fencing_token {
+            write!(f, ", fencing token {token}")?;
+        }
+        if let Some(left) = self.ttl_remaining {
+            write!(f, ", lease expires in {}s unless renewed", left.as_secs())?;
+        }
+        if let Some(e) = &self.content_error {
+            write!(f, " ({e})")?;
+        }
+        if let Some(run) = &self.last_run {
+            write!(f, "; last run {}", run.outcome)?;
+        }
+        for finding in &self.findings {
+            write!(f, "; {finding}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lease_past_its_recorded_runtime_is_overrunning() {
+        let mut owner = OwnerRecord::current(Some("nightly"), None);
+        owner.max_runtime_ms = Some(1_000);
+        let value = serde_json::to_vec(&owner).unwrap();
+        let later = owner.acquired_at + Duration::from_secs(5);
+        let report = LeaseReport::free("etcd", "nightly", "lockfile/locks/nightly")
+            .held(Holding {
+                value: &value,
+                fencing_token: 7,
+                lease_id: None,
+                ttl: Some(Duration::from_secs(10)),
+                ttl_remaining: Some(Duration::from_secs(9)),
+            })
+            .judged(
+                InspectOptions::new().expect_every(Duration::from_secs(3600)),
+                later,
+            );
+        let kinds: Vec<&str> = report.findings.iter().map(Finding::kind).collect();
+        assert_eq!(kinds, ["overrunning", "never_succeeded"]);
+        let json = serde_json::to_value(&report).unwrap();
+        for key in [
+            "engine",
+            "name",
+            "key",
+            "owner",
+            "fencing_token",
+            "lease_id",
+            "ttl_seconds",
+            "ttl_remaining_seconds",
+            "last_run",
+            "findings",
+        ] {
+            assert!(json.get(key).is_some(), "{key} in {json}");
+        }
+        assert_eq!(json["findings"][0]["kind"], "overrunning");
+        // Free again: nothing is overrunning.
+        let free = LeaseReport::free("etcd", "nightly", "k").judged(&InspectOptions::new(), later);
+        assert!(free.findings.is_empty());
+    }
+
+    #[test]
+    fn a_value_that_is_no_record_is_said_so() {
+        let report = LeaseReport::free("etcd", "x", "k").held(Holding {
+            value: b"hello",
+            fencing_token: 1,
+            lease_id: Some(3),
+            ttl: None,
+            ttl_remaining: None,
+        });
+        assert_eq!(report.state, LeaseState::Held);
+        assert!(report.owner.is_none());
+        assert!(report.content_error.is_some());
+        let history = report.with_history(Err("denied".to_owned()));
+        assert_eq!(history.history_error.as_deref(), Some("denied"));
+    }
+}

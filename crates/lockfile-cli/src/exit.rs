@@ -13,11 +13,12 @@ pub(crate) const CONFLICT: u8 = 75;
 /// symlink at the path, a full disk.
 pub(crate) const CANNOT_LOCK: i32 = 73;
 
-/// EX_UNAVAILABLE: with `--etcd`, etcd could not be reached or refused the
-/// request; in the flock(1) personality, COMMAND could not be executed.
+/// EX_UNAVAILABLE: with a lease (`--etcd`), its server could not be reached
+/// or refused the request; in the flock(1) personality, COMMAND could not be
+/// executed.
 pub(crate) const UNAVAILABLE: i32 = 69;
 
-/// `run --etcd`: the lease was lost, or about to lapse, while COMMAND ran, and
+/// `run` under a lease: the lease was lost, or about to lapse, while COMMAND ran, and
 /// COMMAND was stopped (or may have run unprotected). Distinct from the
 /// conflict status: this run did start.
 pub(crate) const LEASE_LOST: i32 = 79;

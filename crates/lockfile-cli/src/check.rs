@@ -7,7 +7,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Finding, InspectOptions, LastRun, LockReport, Severity, Status};
+use lockfile::{Finding, InspectOptions, LastRun, LockReport, Schedule, Severity, Status};
 use lockfile_lease::LeaseReport;
 use serde::Serialize;
 
@@ -22,8 +22,17 @@ struct Verdict {
 }
 
 pub(crate) fn check(args: CheckArgs) -> i32 {
+    let schedule = match args.ticks.schedule() {
+        Ok(schedule) => schedule,
+        Err(e) => {
+            errln!("lockfile: {e}");
+            return crate::exit::USAGE;
+        }
+    };
     let mut opts = InspectOptions::new();
-    opts.expect_every(args.expect_every);
+    if let Some(d) = args.expect_every {
+        opts.expect_every(d);
+    }
     if let Some(d) = args.max_age {
         opts.max_age(d);
     }
@@ -56,7 +65,15 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             return Status::Unknown.code();
         }
     };
-    let verdicts = report.verdicts(args.max_failures);
+    let mut verdicts = report.verdicts(args.max_failures);
+    if let Some(schedule) = schedule {
+        verdicts.extend(missed_ticks(
+            &schedule,
+            report.last_tick(),
+            SystemTime::now(),
+        ));
+        verdicts.sort_by_key(|v| std::cmp::Reverse(v.severity));
+    }
     let status = verdicts
         .iter()
         .map(|v| v.severity.status())
@@ -98,6 +115,14 @@ impl Subject {
         match self {
             Subject::Lock(_) => format!("`{}`", args.lockfile.display()),
             Subject::Lease(r) => format!("{} lease `{}`", r.engine, r.name),
+        }
+    }
+
+    /// The tick of the last finished run, when it claimed one.
+    fn last_tick(&self) -> Option<SystemTime> {
+        match self {
+            Subject::Lock(r) => r.last_run.as_ref().and_then(|r| r.tick),
+            Subject::Lease(r) => r.last_run.as_ref().and_then(|r| r.tick),
         }
     }
 
@@ -173,6 +198,56 @@ fn verdicts(findings: &[Finding], last_run: Option<&LastRun>, max_failures: u32)
     }
     verdicts.sort_by_key(|v| std::cmp::Reverse(v.severity));
     verdicts
+}
+
+/// How many missed ticks a message lists before it only counts.
+const LISTED_TICKS: usize = 3;
+
+/// `missed_ticks`, CRITICAL, when the last finished tick is older than the
+/// current tick (the one nearest `now`) minus one period: every tick after
+/// it, up to the one before the current (which may still be running), was
+/// missed.
+fn missed_ticks(schedule: &Schedule, last: Option<SystemTime>, now: SystemTime) -> Option<Verdict> {
+    let period = schedule.period();
+    let current = schedule.tick_at(now);
+    let due = current.checked_sub(period)?;
+    let show = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+    let message = match last {
+        None => format!(
+            "no tick has finished yet (once per {}; the last one due was {})",
+            humantime::format_duration(period),
+            show(due)
+        ),
+        Some(last) if last >= due => return None,
+        Some(last) => {
+            let mut missed = Vec::new();
+            let mut count: u64 = 0;
+            let mut tick = last + period;
+            while tick <= due {
+                if missed.len() < LISTED_TICKS {
+                    missed.push(show(tick));
+                }
+                count += 1;
+                tick += period;
+            }
+            let more = count.saturating_sub(missed.len() as u64);
+            let and_more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!(
+                "{count} tick(s) missed since the last finished one ({}): {}{and_more}",
+                show(last),
+                missed.join(", ")
+            )
+        }
+    };
+    Some(Verdict {
+        kind: "missed_ticks",
+        severity: Severity::Critical,
+        message,
+    })
 }
 
 fn print_json(status: Status, verdicts: &[Verdict], report: Option<&Subject>, error: Option<&str>) {

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use etcd_client::{
     Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use lockfile::{OwnerRecord, Wait};
+use lockfile::{Claim, OwnerRecord, Wait};
 
-use crate::Operation;
 use crate::conn::Conn;
-use crate::{Error, LeaseOptions, Result};
+use crate::history;
+use crate::{Error, LeaseOptions, Operation, Result};
 
 /// A lease just taken.
 pub(crate) struct Held {
@@ -26,11 +26,16 @@ pub(crate) struct Held {
     pub(crate) granted_at: Instant,
     /// When the winning transaction was sent.
     pub(crate) acquired_at: Instant,
+    /// The claim on the run's tick, written with the key.
+    pub(crate) claim: Option<Claim>,
 }
 
 /// The outcome of one grant-and-write attempt.
 enum Attempt {
     Acquired(Box<Held>),
+    /// The run history changed between its read and the transaction that
+    /// claims the tick (another run finished or claimed): decide again.
+    Raced,
     Contended {
         owner: Option<Box<OwnerRecord>>,
         fencing_token: u64,
@@ -39,7 +44,16 @@ enum Attempt {
     },
 }
 
-pub(crate) async fn acquire(conn: &Conn, opts: &LeaseOptions, wait: Wait) -> Result<Held> {
+/// How many times in a row a claim may lose the race on the run history
+/// before the acquire gives up.
+const RACES: u32 = 5;
+
+pub(crate) async fn acquire(
+    conn: &Conn,
+    history: &Conn,
+    opts: &LeaseOptions,
+    wait: Wait,
+) -> Result<Held> {
     let ttl_secs = ttl_seconds(conn, opts.ttl)?;
     let started = Instant::now();
     let key = conn.key();
@@ -50,8 +64,20 @@ pub(crate) async fn acquire(conn: &Conn, opts: &LeaseOptions, wait: Wait) -> Res
     let mut client = conn.connect().await?;
     let mut owner = None;
     let mut waiting = false;
+    let mut races = 0;
     loop {
-        let step = match attempt(conn, &mut client, opts, ttl_secs).await {
+        let step = match attempt(conn, history, &mut client, opts, ttl_secs).await {
+            Ok(Attempt::Raced) if races < RACES => {
+                races += 1;
+                continue;
+            }
+            Ok(Attempt::Raced) => {
+                return Err(Error::Conflict {
+                    op: Operation::Acquire,
+                    key: history.key().to_owned(),
+                    attempts: RACES,
+                });
+            }
             Ok(Attempt::Acquired(held)) => {
                 tracing::info!(
                     name: "lock_acquired",
@@ -108,7 +134,7 @@ pub(crate) async fn acquire(conn: &Conn, opts: &LeaseOptions, wait: Wait) -> Res
             // Once waiting, an etcd hiccup (a leader election, a member
             // restart) is waited out like the holder is: errors before the
             // first answer (a wrong endpoint, bad credentials) are returned.
-            Err(e) if waiting => {
+            Err(e) if waiting && !e.is_tick_refused() => {
                 tracing::warn!(key = %key, error = %e, "waiting for a lease: etcd failed; retrying");
                 if let Some(until) = until
                     && Instant::now() + RETRY_WAITING >= until
@@ -133,9 +159,12 @@ pub(crate) async fn acquire(conn: &Conn, opts: &LeaseOptions, wait: Wait) -> Res
 /// How long a waiting acquire pauses after an etcd failure.
 const RETRY_WAITING: Duration = Duration::from_secs(1);
 
-/// Grants a lease and writes the key attached to it if the key does not exist.
+/// Grants a lease and writes the key attached to it if the key does not
+/// exist; with a tick to claim, writes the claim into the run history in the
+/// same transaction, if the history has not changed since it was read.
 async fn attempt(
     conn: &Conn,
+    history: &Conn,
     client: &mut Client,
     opts: &LeaseOptions,
     ttl_secs: i64,
@@ -160,13 +189,44 @@ async fn attempt(
     // The guard keeps the record exactly as stored (times in microseconds).
     let record: OwnerRecord =
         serde_json::from_slice(&value).expect("an owner record always round-trips");
+    let mut when = vec![Compare::create_revision(key, CompareOp::Equal, 0)];
+    let mut then = vec![TxnOp::put(
+        key,
+        value,
+        Some(PutOptions::new().with_lease(lease_id)),
+    )];
+    let mut claim = None;
+    if let Some(tick) = &opts.request.tick {
+        // etcd has no clock to ask: the local one decides.
+        let (kept, revision) = match history::read_current(history, client).await {
+            Ok(read) => read,
+            Err(e) => {
+                revoke_quietly(conn, client, lease_id).await;
+                return Err(e);
+            }
+        };
+        match kept.claimed(tick, &record, std::time::SystemTime::now()) {
+            Ok((next, ours)) => {
+                when.push(Compare::mod_revision(
+                    history.key(),
+                    CompareOp::Equal,
+                    revision,
+                ));
+                then.push(TxnOp::put(history.key(), next.encode(), None));
+                claim = Some(ours);
+            }
+            Err(decision) => {
+                revoke_quietly(conn, client, lease_id).await;
+                return Err(
+                    Error::refused_tick(key, decision, kept.last_claimed_tick.as_ref())
+                        .expect("a refusal"),
+                );
+            }
+        }
+    }
     let txn = Txn::new()
-        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-        .and_then([TxnOp::put(
-            key,
-            value,
-            Some(PutOptions::new().with_lease(lease_id)),
-        )])
+        .when(when)
+        .and_then(then)
         .or_else([TxnOp::get(key, None)]);
     let acquired_at = Instant::now();
     let resp = match conn.call(Operation::Acquire, client.txn(txn)).await {
@@ -187,11 +247,15 @@ async fn attempt(
             record,
             granted_at,
             acquired_at,
+            claim,
         })));
     }
     // Our lease holds nothing; let it go now rather than at its expiry.
     revoke_quietly(conn, client, lease_id).await;
-    let (owner, fencing_token) = holder(&resp.op_responses());
+    let Some((owner, fencing_token)) = holder(&resp.op_responses()) else {
+        // The key is free: what failed was the history's comparison.
+        return Ok(Attempt::Raced);
+    };
     Ok(Attempt::Contended {
         owner,
         fencing_token,
@@ -215,17 +279,18 @@ fn ttl_seconds(conn: &Conn, ttl: Duration) -> Result<i64> {
     })
 }
 
-/// The holder's record and fencing token from the transaction's `else` read.
-fn holder(responses: &[TxnOpResponse]) -> (Option<Box<OwnerRecord>>, u64) {
+/// The holder's record and fencing token from the transaction's `else`
+/// read; `None` when the key does not exist.
+fn holder(responses: &[TxnOpResponse]) -> Option<(Option<Box<OwnerRecord>>, u64)> {
     for r in responses {
         if let TxnOpResponse::Get(get) = r
             && let Some(kv) = get.kvs().first()
         {
             let owner = OwnerRecord::from_json(kv.value()).ok().map(Box::new);
-            return (owner, u64::try_from(kv.create_revision()).unwrap_or(0));
+            return Some((owner, u64::try_from(kv.create_revision()).unwrap_or(0)));
         }
     }
-    (None, 0)
+    None
 }
 
 pub(crate) async fn revoke_quietly(conn: &Conn, client: &mut Client, lease_id: i64) {

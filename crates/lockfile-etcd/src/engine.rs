@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lockfile::{LastRun, OwnerRecord, RunEnd};
+use lockfile::{Claim, LastRun, OwnerRecord, RunEnd};
 use lockfile_lease::{Engine, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
 
 use crate::{ENGINE, LeaseGuard, LeaseOptions};
@@ -61,6 +61,10 @@ impl Lease for LeaseGuard {
 
     fn signal(&self) -> LeaseSignal {
         LeaseGuard::signal(self)
+    }
+
+    fn claim(&self) -> Option<&Claim> {
+        LeaseGuard::claim(self)
     }
 
     fn record_outcome(&self, end: RunEnd) -> Result<LastRun> {

@@ -36,6 +36,7 @@ pub struct LeaseGuard {
     ttl: Duration,
     token: u64,
     record: OwnerRecord,
+    claim: Option<lockfile::Claim>,
     acquired_at: Instant,
     signal: LeaseSignal,
     session: Session,
@@ -85,6 +86,7 @@ impl LeaseGuard {
             ttl: acquired.ttl,
             token: acquired.token,
             record: acquired.record,
+            claim: acquired.claim,
             acquired_at: acquired.acquired_at,
             signal: acquired.signal,
             session,
@@ -143,6 +145,12 @@ impl LeaseGuard {
     /// `heartbeat_interval_ms` is the renewal interval (a third of the TTL).
     pub fn record(&self) -> &OwnerRecord {
         &self.record
+    }
+
+    /// The claim on the run's tick taken with the lease, when one was asked
+    /// for ([`LeaseRequest::claim_tick`](crate::LeaseRequest::claim_tick)).
+    pub fn claim(&self) -> Option<&lockfile::Claim> {
+        self.claim.as_ref()
     }
 
     /// The lease name.

@@ -13,11 +13,20 @@
 use std::time::Instant;
 
 use etcd_client::{Client, Compare, CompareOp, KeyValue, Txn, TxnOp, TxnOpResponse};
-use lockfile::{LastRun, RunEnd};
+use lockfile::{Claim, LastRun, RunEnd};
 use lockfile_lease::History;
 
 use crate::conn::Conn;
 use crate::{Error, Operation, Result};
+
+/// The history in `conn`'s key as it stands, with the mod revision to
+/// compare against (0 for a missing key), for a claim.
+pub(crate) async fn read_current(conn: &Conn, client: &mut Client) -> Result<(History, i64)> {
+    let get = conn
+        .call(Operation::Read, client.get(conn.key(), None))
+        .await?;
+    Ok(current(get.kvs().first()))
+}
 
 /// How many times a write is tried when the key keeps changing under it.
 const ATTEMPTS: u32 = 5;
@@ -55,7 +64,12 @@ pub(crate) fn from_value(kv: Option<&KeyValue>) -> Result<Option<History>, Strin
 
 /// Records `end` in `conn`'s key, the history key, by `until`, on a
 /// connection of its own; returns the history written.
-pub(crate) async fn record(conn: &Conn, end: RunEnd, until: Instant) -> Result<LastRun> {
+pub(crate) async fn record(
+    conn: &Conn,
+    end: RunEnd,
+    claim: Option<&Claim>,
+    until: Instant,
+) -> Result<LastRun> {
     let key = conn.key();
     // The lease's connection may be stuck behind a dead network that the
     // renewer has since left.
@@ -69,7 +83,7 @@ pub(crate) async fn record(conn: &Conn, end: RunEnd, until: Instant) -> Result<L
         .await?;
     let (mut previous, mut revision) = current(get.kvs().first());
     for _ in 0..ATTEMPTS {
-        let next = previous.after(end);
+        let next = previous.after(end, claim);
         let txn = Txn::new()
             .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
             .and_then([TxnOp::put(key, next.encode(), None)])

@@ -10,7 +10,7 @@ use std::thread::JoinHandle as ThreadHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
-use lockfile::{LastRun, OwnerRecord, RunEnd};
+use lockfile::{Claim, LastRun, OwnerRecord, RunEnd};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
@@ -40,6 +40,8 @@ pub(crate) struct Acquired {
     /// When the winning transaction was sent.
     pub(crate) acquired_at: Instant,
     pub(crate) signal: LeaseSignal,
+    /// The claim on the run's tick, when one was asked for.
+    pub(crate) claim: Option<Claim>,
 }
 
 /// The guard's handle on its lease thread: the only way to ask it to
@@ -118,7 +120,7 @@ pub(crate) fn spawn(
                 }
             };
             runtime.block_on(async move {
-                let held = match acquire::acquire(&conn, &opts, wait).await {
+                let held = match acquire::acquire(&conn, &history, &opts, wait).await {
                     Ok(held) => held,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -131,6 +133,7 @@ pub(crate) fn spawn(
                     ttl: held.ttl,
                     token: held.token,
                     record: held.record.clone(),
+                    claim: held.claim.clone(),
                     acquired_at: held.acquired_at,
                     signal: shared.signal(),
                 };
@@ -189,6 +192,7 @@ async fn hold(
         ttl,
         token,
         granted_at,
+        claim,
         ..
     } = held;
     let (report_tx, mut reports) = unbounded_channel();
@@ -239,8 +243,10 @@ async fn hold(
                         history.request_timeout,
                     );
                     let history = history.clone();
+                    let claim = claim.clone();
                     tokio::spawn(async move {
-                        let _ = reply.send(history::record(&history, end, until).await);
+                        let recorded = history::record(&history, end, claim.as_ref(), until).await;
+                        let _ = reply.send(recorded);
                     });
                     continue;
                 }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use lockfile::{LastRun, OwnerRecord, RunEnd, Wait};
+use lockfile::{Claim, LastRun, OwnerRecord, RunEnd, TickClaim, Wait};
 
 use crate::{LeaseReport, LeaseSignal, Result};
 
@@ -36,6 +36,9 @@ pub struct LeaseRequest {
     /// (`max_runtime_seconds`), so that `inspect` and `check` can say that a
     /// holder is `overrunning`.
     pub max_runtime: Option<Duration>,
+    /// Claim the tick of the run's start (`--once-per`), atomically with
+    /// taking the lease: see [`Engine::acquire`].
+    pub tick: Option<TickClaim>,
 }
 
 impl LeaseRequest {
@@ -62,6 +65,13 @@ impl LeaseRequest {
     #[must_use]
     pub fn job(mut self, job: impl Into<String>) -> LeaseRequest {
         self.job = Some(job.into());
+        self
+    }
+
+    /// Claim the tick of the run's start, atomically with taking the lease.
+    #[must_use]
+    pub fn claim_tick(mut self, claim: TickClaim) -> LeaseRequest {
+        self.tick = Some(claim);
         self
     }
 
@@ -102,14 +112,20 @@ pub trait Engine: fmt::Debug + Send + Sync {
     /// `request.wait` says while someone else holds it. Returns once the
     /// lease is held and its renewal runs in the background.
     ///
+    /// With `request.tick`, the lease is taken only together with a claim
+    /// on the run's tick, in one atomic step on the name's run history
+    /// ([`History::claimed`](crate::History::claimed), decided on the
+    /// engine's clock: the server's when it has one, else the local one).
+    ///
     /// # Errors
     ///
     /// [`Error::Contended`](crate::Error::Contended) or
     /// [`Error::Timeout`](crate::Error::Timeout) (see
     /// [`Error::is_contended`](crate::Error::is_contended)) with the
     /// holder's record; [`Error::InvalidName`](crate::Error::InvalidName),
-    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions), or a server
-    /// error naming the operation and the key.
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions), a refused
+    /// tick ([`Error::is_tick_refused`](crate::Error::is_tick_refused)), or
+    /// a server error naming the operation and the key.
     fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>>;
 
     /// Who holds the lease on `name`, with its token, TTL and run history.
@@ -161,6 +177,10 @@ pub trait Lease: fmt::Debug + Send + Sync {
 
     /// The lease's deadline and lost signal, for any thread.
     fn signal(&self) -> LeaseSignal;
+
+    /// The claim on the run's tick taken with the lease, when asked for
+    /// ([`LeaseRequest::claim_tick`]).
+    fn claim(&self) -> Option<&Claim>;
 
     /// Records how this run ended in the lease's run history, with the
     /// engine's compare-and-set, within

@@ -168,6 +168,36 @@ pub enum Error {
         /// How many times the write was tried.
         attempts: u32,
     },
+    /// The run's tick (`--once-per`) was used up by a run that finished:
+    /// this run must not start. A skip, not a failure.
+    #[error(
+        "tick {} of `{key}` already ran{} ({})",
+        humantime::format_rfc3339_seconds(*tick),
+        claim.as_ref().map(|c| format!(" on host {:?}", c.host)).unwrap_or_default(),
+        run.outcome
+    )]
+    TickUsed {
+        /// The key.
+        key: String,
+        /// The tick.
+        tick: std::time::SystemTime,
+        /// The run that used it up.
+        run: Box<lockfile::LastRun>,
+        /// Its claim, naming the host and pid that ran it, when kept.
+        claim: Option<Box<lockfile::Claim>>,
+    },
+    /// The lease came later than half a period after the run's tick: the
+    /// run belongs to no tick any more. A skip, not a failure.
+    #[error(
+        "the lease on `{key}` came too late for tick {}: more than half a period after it",
+        humantime::format_rfc3339_seconds(*tick)
+    )]
+    TooLate {
+        /// The key.
+        key: String,
+        /// The tick it was too late for.
+        tick: std::time::SystemTime,
+    },
     /// Any other local failure (starting a thread or a runtime).
     #[error("cannot {op} `{key}`: {source}")]
     Io {
@@ -191,6 +221,35 @@ impl Error {
     /// lapsed.
     pub fn is_lost(&self) -> bool {
         matches!(self, Error::LeaseLost { .. })
+    }
+
+    /// The error for a decision that refuses a run its tick
+    /// ([`History::claimed`](crate::History::claimed)) on `key`, given the
+    /// claim the name keeps; `None` for a decision to run.
+    pub fn refused_tick(
+        key: &str,
+        decision: lockfile::TickDecision,
+        claim: Option<&lockfile::Claim>,
+    ) -> Option<Error> {
+        match decision {
+            lockfile::TickDecision::TooLate { tick } => Some(Error::TooLate {
+                key: key.to_owned(),
+                tick,
+            }),
+            lockfile::TickDecision::AlreadyRan { tick, run } => Some(Error::TickUsed {
+                key: key.to_owned(),
+                tick,
+                run,
+                claim: claim.cloned().map(Box::new),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether the run's tick is not to be run ([`Error::TickUsed`] or
+    /// [`Error::TooLate`]): a skip, like contention.
+    pub fn is_tick_refused(&self) -> bool {
+        matches!(self, Error::TickUsed { .. } | Error::TooLate { .. })
     }
 
     /// The holder's owner record, for [`Error::Contended`] and [`Error::Timeout`].
@@ -219,6 +278,8 @@ impl Error {
             | Error::Server { key, .. }
             | Error::Unanswered { key, .. }
             | Error::Conflict { key, .. }
+            | Error::TickUsed { key, .. }
+            | Error::TooLate { key, .. }
             | Error::Io { key, .. } => Some(key),
             Error::InvalidName { .. } => None,
         }

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{LastRun, Outcome, RunEnd};
+use lockfile::{Claim, LastRun, Outcome, OwnerRecord, RunEnd, TickClaim, TickDecision};
 use serde::{Deserialize, Serialize};
 
 /// How long past the lease's deadline a history write may still wait on the
@@ -31,6 +31,9 @@ pub struct History {
     /// success). Absent from histories written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_success: Option<LastRun>,
+    /// The last claim on a tick (`--once-per`), until the next claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_claimed_tick: Option<Claim>,
 }
 
 // The floats in a history, `duration_seconds`, are never NaN: they are
@@ -56,10 +59,19 @@ impl History {
 
     /// The history after `end`, which finished just now: the failures in a
     /// row count on from this history's ([`LastRun::finished`]), and a
-    /// success becomes the last success.
+    /// success becomes the last success. `claim` is the run's own claim on
+    /// its tick, when it made one: the run is marked with it.
     #[must_use]
-    pub fn after(&self, end: RunEnd) -> History {
-        let run = LastRun::finished(self.last_run.as_ref(), end);
+    pub fn after(&self, end: RunEnd, claim: Option<&Claim>) -> History {
+        let mut run = LastRun::finished(self.last_run.as_ref(), end);
+        if let Some(claim) = claim {
+            run.tick = Some(claim.tick);
+            run.token = Some(claim.token.clone());
+        }
+        self.with_run(run)
+    }
+
+    fn with_run(&self, run: LastRun) -> History {
         let last_success = if run.outcome == Outcome::Succeeded {
             Some(run.clone())
         } else {
@@ -68,6 +80,35 @@ impl History {
         History {
             last_run: Some(run),
             last_success,
+            last_claimed_tick: self.last_claimed_tick.clone(),
+        }
+    }
+
+    /// The history once `owner` claims its run's tick at `now` (the
+    /// deciding clock's time, while the lease is being taken): with the
+    /// claim, after an `owner_dead` run for a claim that never finished.
+    ///
+    /// # Errors
+    ///
+    /// The decision that refuses the run: [`TickDecision::TooLate`] or
+    /// [`TickDecision::AlreadyRan`].
+    pub fn claimed(
+        &self,
+        claim: &TickClaim,
+        owner: &OwnerRecord,
+        now: SystemTime,
+    ) -> Result<(History, Claim), TickDecision> {
+        match claim.decide(now, self.last_claimed_tick.as_ref(), self.last_run.as_ref()) {
+            TickDecision::Run { tick, unfinished } => {
+                let mut next = match unfinished {
+                    Some(dead) => self.with_run(dead.owner_dead(self.last_run.as_ref(), now)),
+                    None => self.clone(),
+                };
+                let ours = Claim::by(owner, tick, now);
+                next.last_claimed_tick = Some(ours.clone());
+                Ok((next, ours))
+            }
+            refused => Err(refused),
         }
     }
 
@@ -146,10 +187,12 @@ mod tests {
             signal: None,
             started_at: SystemTime::now(),
         };
-        let ok = History::default().after(end(Outcome::Succeeded));
+        let ok = History::default().after(end(Outcome::Succeeded), None);
         let succeeded_at = ok.last_success_at().expect("a success");
         assert_eq!(ok.last_run, ok.last_success);
-        let failed = ok.after(end(Outcome::Failed)).after(end(Outcome::TimedOut));
+        let failed = ok
+            .after(end(Outcome::Failed), None)
+            .after(end(Outcome::TimedOut), None);
         assert_eq!(failed.last_run.as_ref().unwrap().consecutive_failures, 2);
         assert_eq!(failed.last_success_at(), Some(succeeded_at));
         // A history written before `last_success` existed: its last run.
@@ -159,7 +202,7 @@ mod tests {
         };
         assert_eq!(old.last_success_at(), Some(succeeded_at));
         assert_eq!(
-            old.after(end(Outcome::Failed)).last_success_at(),
+            old.after(end(Outcome::Failed), None).last_success_at(),
             Some(succeeded_at)
         );
     }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Finding, InspectOptions, LastRun, OwnerRecord, Severity};
+use lockfile::{Claim, Finding, InspectOptions, LastRun, OwnerRecord, Severity};
 use serde::{Serialize, Serializer};
 
 use crate::History;
@@ -60,6 +60,8 @@ pub struct LeaseReport {
     pub last_run: Option<LastRun>,
     /// When the job last succeeded, from the run history.
     pub last_success: Option<SystemTime>,
+    /// The last claim on a tick (`--once-per`), from the run history.
+    pub last_claimed_tick: Option<Claim>,
     /// Why the run history could not be read, when it could not (not ours,
     /// or not readable by this user). The rest of the report stands.
     pub history_error: Option<String>,
@@ -100,6 +102,7 @@ impl LeaseReport {
             content_error: None,
             last_run: None,
             last_success: None,
+            last_claimed_tick: None,
             history_error: None,
             findings: Vec::new(),
         }
@@ -130,6 +133,7 @@ impl LeaseReport {
                 let history = history.unwrap_or_default();
                 self.last_success = history.last_success_at();
                 self.last_run = history.last_run;
+                self.last_claimed_tick = history.last_claimed_tick;
             }
             Err(e) => self.history_error = Some(e),
         }
@@ -186,6 +190,8 @@ impl Serialize for LeaseReport {
             last_run: Option<&'a LastRun>,
             last_success: Option<String>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            last_claimed_tick: Option<&'a Claim>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             history_error: Option<&'a str>,
             findings: Vec<FindingJson<'a>>,
         }
@@ -204,6 +210,7 @@ impl Serialize for LeaseReport {
             last_success: self
                 .last_success
                 .map(|t| humantime::format_rfc3339_micros(t).to_string()),
+            last_claimed_tick: self.last_claimed_tick.as_ref(),
             history_error: self.history_error.as_deref(),
             findings: self
                 .findings

@@ -333,7 +333,7 @@ fn record_for_parent(
     record.heartbeat_interval_ms = None;
     record.heartbeat_source = None;
     record.release = Release::Unrecorded;
-    match write_record(record, path, &file, &previous, started, None) {
+    match write_record(record, path, &file, &previous, started, None, None) {
         Ok((doc, _)) => Ok(doc.owner),
         Err(e) => {
             // The lock is the point; the record only tells who holds it.

@@ -256,6 +256,38 @@ pub enum Error {
         /// The run whose record the file holds, if an unreleased one.
         found: Option<uuid::Uuid>,
     },
+    /// The run's tick (`LockOptions::claim_tick`) was used up by a run that
+    /// finished: this run must not start. Not a failure: a skip.
+    #[error(
+        "tick {} of `{}` already ran{} ({})",
+        crate::rfc3339::display(*tick),
+        path.display(),
+        claim.as_ref().map(|c| format!(" on host {:?}", c.host)).unwrap_or_default(),
+        run.outcome
+    )]
+    TickUsed {
+        /// The lock file.
+        path: PathBuf,
+        /// The tick.
+        tick: std::time::SystemTime,
+        /// The run that used it up.
+        run: Box<crate::LastRun>,
+        /// Its claim, naming the host and pid that ran it, when kept.
+        claim: Option<Box<crate::Claim>>,
+    },
+    /// The lock came later than half a period after the run's tick
+    /// (`LockOptions::claim_tick`): the run belongs to no tick any more.
+    #[error(
+        "the lock on `{}` came too late for tick {}: more than half a period after it",
+        path.display(),
+        crate::rfc3339::display(*tick)
+    )]
+    TooLate {
+        /// The lock file.
+        path: PathBuf,
+        /// The tick it was too late for.
+        tick: std::time::SystemTime,
+    },
     /// Any other I/O failure.
     #[error("cannot {op} `{}`: {source}", path.display())]
     Io {
@@ -339,6 +371,8 @@ impl Error {
             | Error::PlantedFile { path, .. }
             | Error::RecordTooLarge { path, .. }
             | Error::NotOurRun { path, .. }
+            | Error::TickUsed { path, .. }
+            | Error::TooLate { path, .. }
             | Error::Io { path, .. } => path,
         }
     }
@@ -434,7 +468,9 @@ impl From<Error> for io::Error {
     /// cause) as its message and source: for code that speaks `io::Result`.
     fn from(e: Error) -> io::Error {
         let kind = match &e {
-            Error::Contended { .. } => io::ErrorKind::WouldBlock,
+            Error::Contended { .. } | Error::TickUsed { .. } | Error::TooLate { .. } => {
+                io::ErrorKind::WouldBlock
+            }
             Error::Timeout { .. } => io::ErrorKind::TimedOut,
             Error::DirectoryNotFound { .. } => io::ErrorKind::NotFound,
             Error::PermissionDenied { .. }

@@ -176,7 +176,11 @@ impl LockGuard {
         if self.no_record.is_some() {
             return Ok(());
         }
-        let run = LastRun::finished(self.doc.last_run.as_deref(), end);
+        let mut run = LastRun::finished(self.doc.last_run.as_deref(), end);
+        if let Some(claim) = self.claim() {
+            run.tick = Some(claim.tick);
+            run.token = Some(claim.token.clone());
+        }
         if end.outcome == Outcome::Succeeded {
             self.doc.last_success = Some(run.finished_at);
         }
@@ -189,6 +193,15 @@ impl LockGuard {
     /// kept in the record, as [`OwnerRecord::evicted`].
     pub fn evicted(&self) -> Option<&Evicted> {
         self.doc.owner.evicted.as_deref()
+    }
+
+    /// This run's claim on its tick, when it made one
+    /// ([`LockOptions::claim_tick`](crate::LockOptions::claim_tick)).
+    pub fn claim(&self) -> Option<&crate::Claim> {
+        self.doc
+            .last_claimed_tick
+            .as_deref()
+            .filter(|c| c.token == self.doc.owner.token.to_string())
     }
 
     /// The last finished run recorded in this lock file, by this holder or

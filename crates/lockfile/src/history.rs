@@ -25,11 +25,14 @@ pub enum Outcome {
     Evicted,
     /// The job's lease lapsed while it ran (etcd), and it was stopped.
     LeaseLost,
+    /// The run claimed its tick (`--once-per`) but never finished: its
+    /// wrapper died. Recorded by the next claimant.
+    OwnerDead,
 }
 
 impl Outcome {
     /// The name used in JSON and tables: `succeeded`, `failed`, `timed_out`,
-    /// `hung`, `evicted` or `lease_lost`.
+    /// `hung`, `evicted`, `lease_lost` or `owner_dead`.
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Succeeded => "succeeded",
@@ -38,7 +41,19 @@ impl Outcome {
             Outcome::Hung => "hung",
             Outcome::Evicted => "evicted",
             Outcome::LeaseLost => "lease_lost",
+            Outcome::OwnerDead => "owner_dead",
         }
+    }
+
+    /// Whether a run that ended so used up its tick (`--once-per`): it ran
+    /// to an end of its own (`succeeded`, `failed`, `timed_out`, `hung`).
+    /// A run stopped from outside (`lease_lost`, `evicted`) or whose wrapper
+    /// died (`owner_dead`) leaves its tick to another run.
+    pub fn uses_up_tick(self) -> bool {
+        matches!(
+            self,
+            Outcome::Succeeded | Outcome::Failed | Outcome::TimedOut | Outcome::Hung
+        )
     }
 
     /// Every outcome but success counts as a failure.
@@ -94,6 +109,17 @@ pub struct LastRun {
     /// When a run last failed, this one or an earlier one.
     #[serde(with = "rfc3339::option")]
     pub last_failure_at: Option<SystemTime>,
+    /// The tick the run claimed (`--once-per`), when it claimed one.
+    #[serde(
+        default,
+        with = "rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tick: Option<SystemTime>,
+    /// The run's token (its owner record's), when it claimed a tick: which
+    /// claim this run finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 impl LastRun {
@@ -147,6 +173,8 @@ impl LastRun {
             } else {
                 previous.and_then(|p| p.last_failure_at)
             },
+            tick: None,
+            token: None,
         }
     }
 }

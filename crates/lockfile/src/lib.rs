@@ -364,6 +364,7 @@ mod options;
 mod reap;
 mod record;
 mod rfc3339;
+mod tick;
 mod trust;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
 #[allow(unsafe_code)]
@@ -388,4 +389,5 @@ pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapR
 pub use record::{
     DecodeError, Evicted, FORMAT_VERSION, HeartbeatSource, OwnerRecord, Release, decode_record,
 };
+pub use tick::{Claim, InvalidSchedule, Schedule, TickClaim, TickDecision};
 pub use wait::Wait;

@@ -38,6 +38,7 @@ pub struct LockOptions {
     pub(crate) evict_after: Option<Duration>,
     pub(crate) kill_after: Option<Duration>,
     pub(crate) release: Release,
+    pub(crate) claim_tick: Option<crate::TickClaim>,
 }
 
 impl Default for LockOptions {
@@ -62,6 +63,7 @@ impl LockOptions {
             evict_after: None,
             kill_after: None,
             release: Release::Recorded,
+            claim_tick: None,
         }
     }
 
@@ -119,6 +121,22 @@ impl LockOptions {
     /// Default: none.
     pub fn max_runtime(&mut self, limit: Duration) -> &mut Self {
         self.max_runtime = Some(limit);
+        self
+    }
+
+    /// Run at most once per tick of a schedule: once the lock is held,
+    /// claim the tick the run's start belongs to, in the same write as the
+    /// owner record, unless a finished run used it up
+    /// ([`Error::TickUsed`]) or the lock came more than half a period after
+    /// it ([`Error::TooLate`]). Either way the lock is let go and nothing is
+    /// written. A claim that never finished (its holder died) is recorded as
+    /// an `owner_dead` run first. [`LockGuard::record_outcome`] marks the
+    /// run's end with its tick.
+    ///
+    /// A lock held without a record (see [`LockGuard::no_record`]) claims
+    /// nothing: check it before running.
+    pub fn claim_tick(&mut self, claim: crate::TickClaim) -> &mut Self {
+        self.claim_tick = Some(claim);
         self
     }
 

@@ -37,6 +37,8 @@ pub(crate) enum LogFormat {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process and matched once: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     /// Take the lock, run COMMAND, release the lock when COMMAND ends.
     Run(RunArgs),
@@ -82,7 +84,7 @@ pub(crate) struct RunArgs {
 
     /// Take a shared lock, held together with other shared holders (as
     /// flock(1) -s); no owner record is written.
-    #[arg(short = 's', long, conflicts_with_all = ["watchdog", "engine", "evict_after"])]
+    #[arg(short = 's', long, conflicts_with_all = ["watchdog", "engine", "evict_after", "once_per"])]
     pub(crate) shared: bool,
 
     /// Take an exclusive lock (the default; overrides -s, as in flock(1)).
@@ -93,7 +95,7 @@ pub(crate) struct RunArgs {
     /// the lock itself. Nobody is left to beat or to record success, so the
     /// record promises no heartbeat and says that its release is not
     /// recorded.
-    #[arg(short = 'F', long, conflicts_with_all = ["close", "engine", "watchdog", "max_runtime", "evict_after"])]
+    #[arg(short = 'F', long, conflicts_with_all = ["close", "engine", "watchdog", "max_runtime", "evict_after", "once_per"])]
     pub(crate) no_fork: bool,
 
     /// Print flock(1)'s lines: how long getting the lock took and what is
@@ -135,6 +137,9 @@ pub(crate) struct RunArgs {
 
     #[command(flatten)]
     pub(crate) engine: EngineArgs,
+
+    #[command(flatten)]
+    pub(crate) ticks: TickArgs,
 
     /// With a lease: its time to live, in seconds or for example 1m
     /// (default 10).
@@ -334,9 +339,15 @@ pub(crate) struct ReapArgs {
 #[command(after_help = DURATIONS)]
 pub(crate) struct CheckArgs {
     /// The longest acceptable time since the last recorded success: seconds,
-    /// or for example 90m or 1d.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
-    pub(crate) expect_every: Duration,
+    /// or for example 90m or 1d. Not needed with --once-per.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, required_unless_present = "once_per")]
+    pub(crate) expect_every: Option<Duration>,
+
+    /// CRITICAL `missed_ticks` when the last finished tick of a job run with
+    /// `run --once-per` (and the same --tick-offset) is older than the
+    /// current tick minus one period.
+    #[command(flatten)]
+    pub(crate) ticks: TickArgs,
 
     /// CRITICAL `failing` once this many runs in a row have failed (any
     /// outcome but success: a non-zero exit, a signal, a limit, an eviction,
@@ -367,6 +378,23 @@ pub(crate) struct CheckArgs {
     /// The lock file (a missing file counts as "never succeeded"); with a
     /// lease engine (--etcd), the lease name.
     pub(crate) lockfile: PathBuf,
+}
+
+/// `--once-per`: at most one finished run per scheduled time, shared by
+/// `run` and `check`.
+#[derive(Debug, Default, Args)]
+pub(crate) struct TickArgs {
+    /// At most one finished run per tick of this period (1m, 15m, 1h, 1d…:
+    /// it must divide a day or be whole days), across every host that runs
+    /// the job: a run whose tick (the scheduled time nearest its start)
+    /// already ran is skipped. Ticks are in UTC from the Unix epoch.
+    #[arg(long, value_name = "PERIOD", value_parser = duration::parse_positive)]
+    pub(crate) once_per: Option<Duration>,
+
+    /// With --once-per: the ticks fall this long after each multiple of the
+    /// period (for `5 * * * *`, --once-per 1h --tick-offset 5m).
+    #[arg(long, value_name = "OFFSET", requires = "once_per", value_parser = duration::parse)]
+    pub(crate) tick_offset: Option<Duration>,
 }
 
 /// Leases instead of lock files: the one option that picks a lease engine,
@@ -441,7 +469,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match parse(&["lockfile", "check", "--expect-every", "1h", "x.lock"]) {
-            Ok(Command::Check(c)) => assert_eq!(c.expect_every, Duration::from_secs(3600)),
+            Ok(Command::Check(c)) => assert_eq!(c.expect_every, Some(Duration::from_secs(3600))),
             other => panic!("{other:?}"),
         }
     }

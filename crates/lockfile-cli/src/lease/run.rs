@@ -27,6 +27,7 @@ use crate::run::command::{command_line, job_name, spawn};
 use crate::run::limits::MaxRuntime;
 use crate::run::signals::BlockedSignals;
 use crate::run::supervise::{self, StopSequence};
+use crate::run::tick;
 
 /// Wakes the supervisor the moment the lease is known to be lost. SIGURG,
 /// because its default action is to be ignored: one still pending when the
@@ -34,6 +35,8 @@ use crate::run::supervise::{self, StopSequence};
 const WAKE: i32 = libc::SIGURG;
 
 pub(crate) fn run(args: RunArgs) -> i32 {
+    // The run's start, before any wait for the lease: what its tick is of.
+    let started = Instant::now();
     if args.command.is_empty() && args.shell_command.is_none() {
         errln!("lockfile: a lease needs a COMMAND to run under it (or -c STRING)");
         return exit::USAGE;
@@ -52,8 +55,29 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::USAGE;
         }
     };
-    let guard = match engine.acquire(&name, &request(&args, job)) {
+    let claim = match args.ticks.claim(started) {
+        Ok(claim) => claim,
+        Err(e) => {
+            errln!("lockfile: {e}");
+            return exit::USAGE;
+        }
+    };
+    let mut request = request(&args, job.clone());
+    if let Some(claim) = claim {
+        request = request.claim_tick(claim);
+    }
+    let guard = match engine.acquire(&name, &request) {
         Ok(guard) => guard,
+        Err(Error::TickUsed {
+            tick, run, claim, ..
+        }) => {
+            let ran = Some((run.as_ref(), claim.as_deref()));
+            return tick::Refusal { tick, ran }.skip(&mut monitor, &job, args.conflict_exit_code);
+        }
+        Err(Error::TooLate { tick, .. }) => {
+            let refusal = tick::Refusal { tick, ran: None };
+            return refusal.skip(&mut monitor, &job, args.conflict_exit_code);
+        }
         Err(e) if e.is_contended() => {
             monitor.skipped(&format!("{e}; not running"), || None);
             return i32::from(args.conflict_exit_code);
@@ -67,6 +91,9 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::UNAVAILABLE;
         }
     };
+    if let (Some(claim), Some(ours)) = (&claim, guard.claim()) {
+        tick::warn_on_drift(claim, ours.tick);
+    }
     monitor.started(guard.record().token);
     let started_at = SystemTime::now();
     let ran = run_leased(guard.as_ref(), &program, &program_args, &args);
@@ -202,13 +229,14 @@ fn run_leased(
     let policy = args
         .grace
         .map_or_else(|| lease.default_policy(), StopPolicy::new);
-    let env = [
+    let mut env = vec![
         (
             "LOCKFILE_FENCING_TOKEN",
             guard.fencing_token().to_string().into(),
         ),
         ("LOCKFILE_LEASE", guard.name().into()),
     ];
+    env.extend(tick::env(guard.claim()));
     let child = spawn(&signals, program, program_args, &env, true)?;
     let max_runtime = MaxRuntime::new(args.max_runtime, Instant::now());
     let job = guard.record().job.clone().unwrap_or_default();

@@ -87,12 +87,33 @@ const CONSECUTIVE_FAILURES: Family = Family::gauge(
 );
 const SKIPS: Family = Family::counter(
     "lockfile_run_skips_total",
-    "Runs that did not start because the lock was held.",
+    "Runs that did not start, by why: the lock was held, or their tick already ran (--once-per).",
 );
 const LAST_SKIP: Family = Family::gauge(
     "lockfile_run_last_skip_timestamp_seconds",
-    "When a run was last skipped because the lock was held (0: never).",
+    "When a run was last skipped, for any reason (0: never).",
 );
+
+/// Why a run did not start, as the skip counter's `reason` label says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SkipReason {
+    /// The lock (or lease) was held.
+    Held,
+    /// The run's tick was used up, or its lock came too late for it
+    /// (`--once-per`).
+    AlreadyRan,
+}
+
+impl SkipReason {
+    const ALL: [SkipReason; 2] = [SkipReason::Held, SkipReason::AlreadyRan];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Held => "held",
+            SkipReason::AlreadyRan => "already_ran",
+        }
+    }
+}
 const OUTCOMES_TOTAL: Family = Family::counter(
     "lockfile_run_outcomes_total",
     "Finished runs, by how they ended.",
@@ -118,7 +139,8 @@ struct Figures {
     last_exit_code: Option<f64>,
     last_duration: Option<f64>,
     consecutive_failures: f64,
-    skips: f64,
+    /// By [`SkipReason::ALL`].
+    skips: [f64; 2],
     last_skip: f64,
     outcomes: [f64; OUTCOMES.len()],
 }
@@ -191,11 +213,11 @@ impl MetricsSink {
         });
     }
 
-    /// A run was skipped at `at` because the lock was held. The holder's
-    /// figures stay as they are.
-    pub(crate) fn skipped(&mut self, at: SystemTime) {
+    /// A run was skipped at `at`, for `reason`. The holder's figures stay as
+    /// they are.
+    pub(crate) fn skipped(&mut self, at: SystemTime, reason: SkipReason) {
         self.update(|f| {
-            f.skips += 1.0;
+            f.skips[reason as usize] += 1.0;
             f.last_skip = exposition::timestamp(at);
         });
     }
@@ -409,8 +431,8 @@ impl Figures {
             (LAST_SUCCESS.name, self.last_success, TIME),
             (LAST_SKIP.name, self.last_skip, TIME),
             (CONSECUTIVE_FAILURES.name, self.consecutive_failures, COUNT),
-            (SKIPS.name, self.skips, COUNT),
         ];
+        figures.extend(self.skips.iter().map(|&v| (SKIPS.name, v, COUNT)));
         figures.extend(self.last_exit_code.map(|v| (LAST_EXIT_CODE.name, v, COUNT)));
         figures.extend(
             self.last_duration
@@ -456,7 +478,15 @@ fn read_figures(samples: &[Sample]) -> Vec<(Key, Figures)> {
             n if n == LAST_EXIT_CODE.name => f.last_exit_code = Some(v),
             n if n == LAST_DURATION.name => f.last_duration = Some(v),
             n if n == CONSECUTIVE_FAILURES.name => f.consecutive_failures = v,
-            n if n == SKIPS.name => f.skips = v,
+            // Files written before the reason existed counted only a
+            // held lock.
+            n if n == SKIPS.name => {
+                let reason = SkipReason::ALL
+                    .into_iter()
+                    .find(|r| sample.label("reason") == Some(r.as_str()))
+                    .unwrap_or(SkipReason::Held);
+                f.skips[reason as usize] = v;
+            }
             n if n == LAST_SKIP.name => f.last_skip = v,
             n if n == OUTCOMES_TOTAL.name => {
                 if let Some(o) = OUTCOMES
@@ -494,8 +524,21 @@ fn render(all: &[(Key, Figures)]) -> String {
     family(&LAST_EXIT_CODE, &|f| f.last_exit_code);
     family(&LAST_DURATION, &|f| f.last_duration);
     family(&CONSECUTIVE_FAILURES, &|f| Some(f.consecutive_failures));
-    family(&SKIPS, &|f| Some(f.skips));
     family(&LAST_SKIP, &|f| Some(f.last_skip));
+    e.family(&SKIPS);
+    for ((job, lock), f) in all {
+        for (reason, count) in SkipReason::ALL.iter().zip(f.skips) {
+            e.sample(
+                SKIPS.name,
+                &[
+                    ("lockfile_job", job),
+                    ("lock", lock),
+                    ("reason", reason.as_str()),
+                ],
+                count,
+            );
+        }
+    }
     e.family(&OUTCOMES_TOTAL);
     for ((job, lock), f) in all {
         for (outcome, count) in OUTCOMES.iter().zip(f.outcomes) {
@@ -557,7 +600,7 @@ mod tests {
             (failures, Rule::Whole)
         );
         assert_eq!(
-            broken(with(&|f| f.skips = f64::INFINITY)),
+            broken(with(&|f| f.skips[1] = f64::INFINITY)),
             (SKIPS.name, Rule::Finite)
         );
         assert_eq!(
@@ -590,7 +633,7 @@ mod tests {
             last_exit_code: Some(3.0),
             last_duration: Some(0.125),
             consecutive_failures: 2.0,
-            skips: 7.0,
+            skips: [7.0, 2.0],
             last_skip: 1_700_000_001.0,
             ..Figures::default()
         };

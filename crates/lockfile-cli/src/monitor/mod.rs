@@ -26,7 +26,7 @@ use std::time::{Instant, SystemTime};
 use lockfile::{Outcome, Unhealthy};
 
 use crate::cli::MonitorArgs;
-use crate::monitor::metrics::MetricsSink;
+use crate::monitor::metrics::{MetricsSink, SkipReason};
 
 /// A build without the `ping` feature has no HTTP client: `--ping` is a
 /// usage error there, and no pinger is ever made.
@@ -113,7 +113,7 @@ impl Monitor {
             errln!("lockfile: the holder looks unhealthy: {why}");
         }
         if let Some(metrics) = &mut self.metrics {
-            metrics.skipped(SystemTime::now());
+            metrics.skipped(SystemTime::now(), SkipReason::Held);
         }
         if let Some(ping) = &mut self.ping {
             ping.skipped(line, unhealthy.as_ref());
@@ -121,6 +121,21 @@ impl Monitor {
     }
 
     /// [`Monitor::skipped`] for a lock file, judged by inspecting it.
+    /// A run whose tick already ran (or that came too late for it), said in
+    /// `line`. With `-q` it is silent when `quiet_ok` (the tick's run
+    /// succeeded). Pings `/log`.
+    pub(crate) fn tick_skipped(&mut self, line: &str, quiet_ok: bool) {
+        if !(self.quiet && quiet_ok) {
+            errln!("lockfile: {line}");
+        }
+        if let Some(metrics) = &mut self.metrics {
+            metrics.skipped(SystemTime::now(), SkipReason::AlreadyRan);
+        }
+        if let Some(ping) = &mut self.ping {
+            ping.skipped(line, None);
+        }
+    }
+
     pub(crate) fn skipped_file(&mut self, lock: &Path, line: &str) {
         self.skipped(line, || lockfile::inspect(lock).ok()?.unhealthy());
     }

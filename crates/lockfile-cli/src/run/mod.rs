@@ -18,6 +18,7 @@ pub(crate) mod command;
 pub(crate) mod limits;
 pub(crate) mod signals;
 pub(crate) mod supervise;
+pub(crate) mod tick;
 
 use crate::cli::RunArgs;
 use crate::exit;
@@ -29,13 +30,28 @@ use crate::run::supervise::StopSequence;
 
 /// Runs `args`, its pings through `P`; returns the exit status.
 pub(crate) fn run(args: RunArgs) -> i32 {
+    // The run's start, before any wait for the lock: what its tick is of.
+    let started = Instant::now();
     // The name flock(1)'s lines and errors start with.
     let name = if args.flock_compat {
         "flock"
     } else {
         "lockfile"
     };
+    let claim = match args.ticks.claim(started) {
+        Ok(claim) => claim,
+        Err(e) => {
+            errln!("{name}: {e}");
+            return exit::USAGE;
+        }
+    };
     if args.command.is_empty() && args.shell_command.is_none() {
+        if claim.is_some() {
+            errln!(
+                "{name}: --once-per needs a lock file and a COMMAND: a descriptor's lock keeps no record to claim a tick in"
+            );
+            return exit::USAGE;
+        }
         // `lockfile run N`: a descriptor of the calling shell, as flock(1) N.
         return match args.lockfile.to_str().and_then(|s| s.parse::<i32>().ok()) {
             Some(fd) => crate::flock::Descriptor {
@@ -83,7 +99,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     // As flock(1) does, lock any file we may open: one whose content is not
     // ours (a script that locks itself) or that we may only read is locked
     // read-only and left byte for byte as it is.
-    opts.job(job).record_optional(true);
+    opts.job(job.clone()).record_optional(true);
     match (args.watchdog, args.no_fork) {
         // COMMAND promises to beat at least this often.
         (Some(watchdog), _) => opts
@@ -107,7 +123,16 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     if args.shared && !args.exclusive {
         opts.shared(true);
     }
-    let started = Instant::now();
+    if let Some(claim) = claim {
+        if args.lockfile.is_dir() {
+            errln!(
+                "{name}: --once-per needs a lock file, and `{}` is a directory",
+                args.lockfile.display()
+            );
+            return exit::USAGE;
+        }
+        opts.claim_tick(claim);
+    }
     // `-w 0` is `-n`, as in flock(1).
     let acquired = if args.nonblock || args.wait == Some(Duration::ZERO) {
         opts.try_acquire(&args.lockfile)
@@ -132,6 +157,19 @@ pub(crate) fn run(args: RunArgs) -> i32 {
                 monitor.skipped_file(&args.lockfile, &conflict_line(&args.lockfile, &e));
             }
             return i32::from(args.conflict_exit_code);
+        }
+        Err(Error::TickUsed {
+            tick, run, claim, ..
+        }) => {
+            let refusal = tick::Refusal {
+                tick,
+                ran: Some((&run, claim.as_deref())),
+            };
+            return refusal.skip(&mut monitor, &job, args.conflict_exit_code);
+        }
+        Err(Error::TooLate { tick, .. }) => {
+            let refusal = tick::Refusal { tick, ran: None };
+            return refusal.skip(&mut monitor, &job, args.conflict_exit_code);
         }
         // A job name too long for a record: refused before the file was
         // touched, and a mistake on the command line.
@@ -169,6 +207,22 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     }
     if args.no_fork {
         return exec_in_place(guard, &program, &program_args, name);
+    }
+    if let Some(claim) = &claim {
+        match guard.claim() {
+            Some(ours) => tick::warn_on_drift(claim, ours.tick),
+            None => {
+                // A lock held without a record of ours claims nothing.
+                errln!(
+                    "lockfile: `{}` carries no record of ours ({}), and --once-per keeps its claim there: use a lock file of its own",
+                    args.lockfile.display(),
+                    guard
+                        .no_record()
+                        .map_or_else(String::new, |why| why.to_string())
+                );
+                return exit::CANNOT_LOCK;
+            }
+        }
     }
     if let Some(evicted) = guard.record().evicted.as_deref() {
         errln!(
@@ -286,10 +340,11 @@ fn run_locked(
                 .map_err(|e| (exit::OS_ERROR, e.to_string()))?,
         ),
     };
-    let env = [
+    let mut env = vec![
         ("LOCKFILE_PATH", guard.path().as_os_str().to_owned()),
         ("LOCKFILE_TOKEN", guard.record().token.to_string().into()),
     ];
+    env.extend(tick::env(guard.claim()));
     let started_at = SystemTime::now();
     let child = spawn(&signals, program, program_args, &env, false);
     // No other thread of ours spawns: none could have inherited it meanwhile.

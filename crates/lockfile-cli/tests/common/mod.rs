@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod prometheus;
+pub(crate) mod ticks;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

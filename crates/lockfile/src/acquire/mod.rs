@@ -242,6 +242,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
                     &previous,
                     started,
                     eviction.take(),
+                    opts.claim_tick.as_ref(),
                 ) {
                     Ok(written) => written,
                     Err(e) => return Err(unlocked(&file, e)),

@@ -13,7 +13,7 @@ use crate::evict::Eviction;
 use crate::guard::LockGuard;
 use crate::record::{self, LockDocument, MAX_RECORD_BYTES, Release, peek};
 use crate::trust;
-use crate::{Error, LockOptions, OwnerRecord, Result};
+use crate::{Claim, Error, LockOptions, OwnerRecord, Result, TickClaim, TickDecision};
 
 /// The guard of a lock whose file takes no record: who we are, written
 /// nowhere.
@@ -131,6 +131,7 @@ pub(crate) fn write_record(
     previous: &[u8],
     started: Instant,
     eviction: Option<Eviction>,
+    claim: Option<&TickClaim>,
 ) -> Result<(LockDocument, usize)> {
     let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     // Parse the previous document only when it has something to carry (a
@@ -148,16 +149,45 @@ pub(crate) fn write_record(
         .as_ref()
         .and_then(|doc| doc.last_success)
         .filter(|&t| trust::possible(t, now));
-    let last_run = previous_doc
+    let mut last_run = previous_doc
         .as_ref()
         .and_then(|doc| doc.last_run.as_deref())
         .filter(|run| run.times().all(|t| trust::possible(t, now)))
         .map(|run| Box::new(run.clone()));
+    let mut last_claimed_tick = previous_doc
+        .as_ref()
+        .and_then(|doc| doc.last_claimed_tick.clone());
+    if let Some(claim) = claim {
+        match claim.decide(now, last_claimed_tick.as_deref(), last_run.as_deref()) {
+            TickDecision::TooLate { tick } => {
+                return Err(Error::TooLate {
+                    path: path.to_path_buf(),
+                    tick,
+                });
+            }
+            TickDecision::AlreadyRan { tick, run } => {
+                return Err(Error::TickUsed {
+                    path: path.to_path_buf(),
+                    tick,
+                    run,
+                    claim: last_claimed_tick,
+                });
+            }
+            TickDecision::Run { tick, unfinished } => {
+                if let Some(unfinished) = unfinished {
+                    let dead = unfinished.owner_dead(last_run.as_deref(), now);
+                    last_run = Some(Box::new(dead));
+                }
+                last_claimed_tick = Some(Box::new(Claim::by(&owner, tick, now)));
+            }
+        }
+    }
     // A record whose release was never going to be marked tells of no death.
     let dead_owner = previous_doc
         .filter(|doc| !doc.released && doc.owner.release == Release::Recorded)
         .map(|doc| doc.owner);
     let mut doc = LockDocument::new(owner, last_success, last_run);
+    doc.last_claimed_tick = last_claimed_tick;
     if let Some(eviction) = eviction {
         eviction.record_into(&mut doc);
     }
@@ -232,8 +262,15 @@ mod tests {
             outcome: Outcome::LeaseLost,
             consecutive_failures: u32::MAX,
             last_failure_at: Some(latest),
+            tick: Some(latest),
+            token: Some(uuid::Uuid::max().to_string()),
         };
-        let full = encoded_len(&LockDocument::new(owner, Some(latest), Some(Box::new(run))));
+        let mut longest = owner.clone();
+        longest.pid = u32::MAX;
+        longest.hostname = "h".repeat(64).into();
+        let mut doc = LockDocument::new(owner, Some(latest), Some(Box::new(run)));
+        doc.last_claimed_tick = Some(Box::new(Claim::by(&longest, latest, latest)));
+        let full = encoded_len(&doc);
         assert!(
             full <= bare + HISTORY_ROOM,
             "{full} > {bare} + {HISTORY_ROOM}"

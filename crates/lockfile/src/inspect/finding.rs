@@ -215,16 +215,21 @@ pub enum TimeField {
     LastSuccess,
     /// A time of the last run: its start, end or last failure.
     LastRun,
+    /// When the last claim on a tick (`--once-per`) was made. A claim from
+    /// the future never blocks a run.
+    LastClaimedTick,
 }
 
 impl TimeField {
-    /// `acquired`, `heartbeat`, `last_success` or `last_run`.
+    /// `acquired`, `heartbeat`, `last_success`, `last_run` or
+    /// `last_claimed_tick`.
     pub fn as_str(self) -> &'static str {
         match self {
             TimeField::Acquired => "acquired",
             TimeField::Heartbeat => "heartbeat",
             TimeField::LastSuccess => "last_success",
             TimeField::LastRun => "last_run",
+            TimeField::LastClaimedTick => "last_claimed_tick",
         }
     }
 }
@@ -236,6 +241,7 @@ impl fmt::Display for TimeField {
             TimeField::Heartbeat => "heartbeat",
             TimeField::LastSuccess => "last success",
             TimeField::LastRun => "last run",
+            TimeField::LastClaimedTick => "last claimed tick",
         })
     }
 }

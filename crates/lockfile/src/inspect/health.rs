@@ -140,6 +140,7 @@ mod tests {
             heartbeat_age: Some(Duration::from_secs(1)),
             last_success: None,
             last_run: None,
+            last_claimed_tick: None,
             size: 0,
             modified: None,
             content_error: None,

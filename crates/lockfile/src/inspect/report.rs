@@ -89,6 +89,8 @@ pub struct LockReport {
     pub last_success: Option<SystemTime>,
     /// How the last finished run ended, when one was recorded.
     pub last_run: Option<LastRun>,
+    /// The last claim on a tick (`--once-per`), when one was made.
+    pub last_claimed_tick: Option<crate::Claim>,
     /// The file's size in bytes.
     pub size: u64,
     /// The file's modification time: the last heartbeat, record write or release.
@@ -171,6 +173,8 @@ impl Serialize for LockReport {
             #[serde(serialize_with = "opt_time")]
             last_success: Option<SystemTime>,
             last_run: Option<&'a LastRun>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            last_claimed_tick: Option<&'a crate::Claim>,
             size: u64,
             content_error: Option<String>,
             content: Option<Content>,
@@ -189,6 +193,7 @@ impl Serialize for LockReport {
             heartbeat_age_seconds: self.heartbeat_age.map(|d| d.as_secs_f64()),
             last_success: self.last_success,
             last_run: self.last_run.as_ref(),
+            last_claimed_tick: self.last_claimed_tick.as_ref(),
             size: self.size,
             content_error: self.content_error.as_ref().map(ToString::to_string),
             content: self.content,

@@ -333,6 +333,7 @@ impl<'a> Scan<'a> {
             report.released = doc.released;
             report.last_success = doc.last_success;
             report.last_run = doc.last_run.as_deref().cloned();
+            report.last_claimed_tick = doc.last_claimed_tick.as_deref().cloned();
             report.owner = Some(doc.owner);
         }
         report.findings.push(Finding::Undecided { reason });
@@ -409,6 +410,7 @@ fn empty_report(path: PathBuf) -> LockReport {
         heartbeat_age: None,
         last_success: None,
         last_run: None,
+        last_claimed_tick: None,
         size: 0,
         modified: None,
         content_error: None,
@@ -592,6 +594,11 @@ impl Scan<'_> {
             report.released = doc.released;
             report.last_success = success.filter(|_| trusted);
             report.last_run = run.filter(|_| trusted).cloned();
+            let claim = doc
+                .last_claimed_tick
+                .as_deref()
+                .filter(|c| self.believed(TimeField::LastClaimedTick, c.claimed_at, report));
+            report.last_claimed_tick = claim.filter(|_| trusted).cloned();
             // A record that the holders could not have written (they hold
             // the file read-only, or shared) is history, no evidence against
             // them. Nor is a record whose release nobody was to mark, once

@@ -10,6 +10,7 @@ use super::owner::OwnerRecord;
 use super::template::{self, Head};
 use crate::history::LastRun;
 use crate::rfc3339;
+use crate::tick::Claim;
 
 /// The format version as a literal, so that the record's fixed prefix can be
 /// spelled from it at compile time (see [`RELEASED_PREFIX`]).
@@ -47,6 +48,10 @@ pub(crate) struct LockDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     // Boxed: most documents have none, and a guard carries its document.
     pub(crate) last_run: Option<Box<LastRun>>,
+    /// The last run's claim on its tick (`--once-per`), carried like the
+    /// last run, until the next claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_claimed_tick: Option<Box<Claim>>,
     pub(crate) owner: OwnerRecord,
 }
 
@@ -75,7 +80,9 @@ pub(crate) fn peek(bytes: &[u8]) -> Option<Peek> {
         released,
         has_history: {
             let rest = rest.trim_ascii_start();
-            rest.starts_with(b",\"last_success\":\"") || rest.starts_with(b",\"last_run\":{")
+            rest.starts_with(b",\"last_success\":\"")
+                || rest.starts_with(b",\"last_run\":{")
+                || rest.starts_with(b",\"last_claimed_tick\":{")
         },
     })
 }
@@ -102,6 +109,7 @@ impl LockDocument {
             owner,
             last_success,
             last_run,
+            last_claimed_tick: None,
         }
     }
 
@@ -115,6 +123,7 @@ impl LockDocument {
             released: self.released,
             last_success: self.last_success,
             last_run: self.last_run.as_deref(),
+            last_claimed_tick: self.last_claimed_tick.as_deref(),
         };
         template::encode(&head, &self.owner, buf);
         pad(buf);

@@ -21,6 +21,7 @@ use super::owner::OwnerRecord;
 use super::seconds;
 use crate::history::LastRun;
 use crate::rfc3339;
+use crate::tick::Claim;
 
 /// Where the owner record's identity ends in serde's encoding of it: the
 /// first field that is not part of the identity. A `"` inside a JSON string
@@ -33,6 +34,7 @@ pub(super) struct Head<'a> {
     pub(super) released: bool,
     pub(super) last_success: Option<SystemTime>,
     pub(super) last_run: Option<&'a LastRun>,
+    pub(super) last_claimed_tick: Option<&'a Claim>,
 }
 
 /// The owner record's fields after its acquisition time, as [`OwnerRecord`]
@@ -118,6 +120,10 @@ pub(super) fn encode(head: &Head<'_>, owner: &OwnerRecord, buf: &mut Vec<u8>) {
     if let Some(last_run) = head.last_run {
         buf.extend_from_slice(b",\"last_run\":");
         serde_json::to_writer(&mut *buf, last_run).expect("a last run always serialises");
+    }
+    if let Some(claim) = head.last_claimed_tick {
+        buf.extend_from_slice(b",\"last_claimed_tick\":");
+        serde_json::to_writer(&mut *buf, claim).expect("a claim always serialises");
     }
     buf.extend_from_slice(b",\"owner\":{");
     RENDERED.with(|cell| {

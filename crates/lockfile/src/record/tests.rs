@@ -6,6 +6,7 @@ use super::document::{Peek, RECORD_BLOCK, RELEASED_PREFIX};
 use super::*;
 use crate::Content;
 use crate::history::{LastRun, Outcome, RunEnd};
+use crate::tick::Claim;
 use proptest::prelude::*;
 
 fn sample() -> OwnerRecord {
@@ -313,20 +314,32 @@ proptest! {
         owner in arb_record(),
         released in any::<bool>(),
         last_success in proptest::option::of(arb_time()),
-        last_run in proptest::option::of((arb_time(), any::<bool>())),
+        last_run in proptest::option::of((arb_time(), any::<bool>(), any::<bool>())),
+        claim in proptest::option::of((arb_time(), any::<u32>(), "[a-z\\-\"\u{1}é]{0,12}")),
         next_token in any::<u128>(),
     ) {
-        let last_run = last_run.map(|(at, failed)| {
+        let last_run = last_run.map(|(at, failed, ticked)| {
             let end = RunEnd {
                 outcome: if failed { Outcome::Failed } else { Outcome::Succeeded },
                 exit_code: Some(i32::from(failed)),
                 signal: None,
                 started_at: at,
             };
-            Box::new(LastRun::after(None, end, at))
+            let mut run = LastRun::after(None, end, at);
+            if ticked {
+                run.tick = Some(at);
+                run.token = Some(Uuid::from_u128(next_token).to_string());
+            }
+            Box::new(run)
         });
         let mut doc = LockDocument::new(owner, last_success, last_run);
         doc.released = released;
+        doc.last_claimed_tick = claim.map(|(at, pid, host)| {
+            let mut owner = doc.owner.clone();
+            owner.pid = pid;
+            owner.hostname = host.into();
+            Box::new(Claim::by(&owner, at, at))
+        });
         for _ in 0..2 {
             let mut ours = Vec::new();
             doc.encode_into(&mut ours);

@@ -1,0 +1,107 @@
+//! `--once-per PERIOD`: at most one finished run per scheduled time, for a
+//! lock file and a lease alike. The claim itself is the library's (the lock
+//! file's record) or the engine's (the lease's history); what is said about
+//! it is here.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use lockfile::{Claim, LastRun, Outcome, Schedule, TickClaim};
+
+use crate::cli::TickArgs;
+use crate::monitor::Monitor;
+
+/// Why a run did not get its tick.
+pub(crate) struct Refusal<'a> {
+    pub(crate) tick: SystemTime,
+    /// The run that used it up, with its claim when kept; `None` when the
+    /// lock came too late for the tick.
+    pub(crate) ran: Option<(&'a LastRun, Option<&'a Claim>)>,
+}
+
+impl TickArgs {
+    /// The claim a run that started at `started` makes, or why the options
+    /// make no schedule.
+    pub(crate) fn claim(&self, started: Instant) -> Result<Option<TickClaim>, String> {
+        Ok(self
+            .schedule()?
+            .map(|schedule| TickClaim::new(schedule, started)))
+    }
+
+    /// The schedule the options give, or why they make none.
+    pub(crate) fn schedule(&self) -> Result<Option<Schedule>, String> {
+        let Some(period) = self.once_per else {
+            return Ok(None);
+        };
+        Schedule::new(period, self.tick_offset.unwrap_or(Duration::ZERO))
+            .map(Some)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Refusal<'_> {
+    /// Says so, as a skip; returns the skip's exit status.
+    pub(crate) fn skip(&self, monitor: &mut Monitor, job: &str, conflict: u8) -> i32 {
+        let (line, quiet_ok) = self.line(job);
+        monitor.tick_skipped(&line, quiet_ok);
+        i32::from(conflict)
+    }
+
+    /// The skip's line, and whether `-q` keeps it quiet (the tick's run
+    /// succeeded).
+    fn line(&self, job: &str) -> (String, bool) {
+        let tick = humantime::format_rfc3339_seconds(self.tick);
+        match self.ran {
+            Some((run, claim)) => {
+                let host = claim
+                    .map(|c| format!(" on host {:?}", c.host))
+                    .unwrap_or_default();
+                (
+                    format!(
+                        "skipped: tick {tick} of job {job:?} already ran{host} ({})",
+                        run.outcome
+                    ),
+                    run.outcome == Outcome::Succeeded,
+                )
+            }
+            None => (
+                format!(
+                    "skipped: the lock came too late for tick {tick} of job {job:?}: more than half a period after it"
+                ),
+                false,
+            ),
+        }
+    }
+}
+
+/// Warns once when the run started more than a quarter period from its
+/// tick: a cron firing that far off is on another schedule than the one
+/// given (an offset, a time zone), and will eventually round to the wrong
+/// tick.
+pub(crate) fn warn_on_drift(claim: &TickClaim, tick: SystemTime) {
+    let start = claim.start_on(SystemTime::now());
+    let drift = start
+        .duration_since(tick)
+        .or_else(|_| tick.duration_since(start))
+        .unwrap_or_default();
+    let period = claim.schedule.period();
+    if drift > period / 4 {
+        errln!(
+            "lockfile: this run started {} from its tick {}: more than a quarter of the period ({}). Give the cron's offset with --tick-offset, and run cron in UTC (CRON_TZ=UTC), or runs will round to the wrong tick",
+            humantime::format_duration(Duration::from_millis(
+                u64::try_from(drift.as_millis()).unwrap_or(u64::MAX)
+            )),
+            humantime::format_rfc3339_seconds(tick),
+            humantime::format_duration(period)
+        );
+    }
+}
+
+/// The environment COMMAND gets for its claim: `LOCKFILE_TICK`.
+pub(crate) fn env(claim: Option<&Claim>) -> Option<(&'static str, std::ffi::OsString)> {
+    claim.map(|c| {
+        (
+            "LOCKFILE_TICK",
+            humantime::format_rfc3339_seconds(c.tick).to_string().into(),
+        )
+    })
+}

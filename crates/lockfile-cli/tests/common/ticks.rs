@@ -1,0 +1,191 @@
+//! Contenders for one tick each, as a fleet's crons fire them: for
+//! `run --once-per`, under a lock file or a lease alike.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::lockfile;
+
+/// The period of the tick tests.
+pub(crate) const PERIOD: Duration = Duration::from_secs(10);
+
+/// When each of the four contenders fires, after its tick: the drift of a
+/// fleet's crons.
+pub(crate) const OFFSETS: [Duration; 4] = [
+    Duration::ZERO,
+    Duration::from_millis(300),
+    Duration::from_millis(800),
+    Duration::from_secs(4),
+];
+
+/// Sleeps until `at` on the wall clock, with relative sleeps (as std's
+/// sleep does) so that nothing depends on an absolute timer.
+pub(crate) fn sleep_until(at: SystemTime) {
+    if let Ok(left) = at.duration_since(SystemTime::now()) {
+        std::thread::sleep(left);
+    }
+}
+
+/// The next tick of [`PERIOD`] at least a second from now.
+pub(crate) fn next_tick() -> SystemTime {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs(1);
+    let period = PERIOD.as_secs();
+    UNIX_EPOCH + Duration::from_secs(now.as_secs().div_ceil(period) * period)
+}
+
+/// One contender: `lockfile run -n --once-per 10s ARGS NAME` whose COMMAND
+/// appends `TAG TICK` to `log` and runs 0.1 s. `prefix` wraps it (faketime).
+pub(crate) fn contender(prefix: &[&str], args: &[&str], log: &Path, tag: &str) -> Child {
+    let script = format!(
+        "echo \"{tag} $LOCKFILE_TICK\" >> '{}'; sleep 0.1",
+        log.display()
+    );
+    let mut cmd = match prefix.split_first() {
+        None => lockfile(),
+        Some((program, rest)) => {
+            let mut cmd = super::in_a_standard_state(Command::new(program));
+            cmd.args(rest).arg(env!("CARGO_BIN_EXE_lockfile"));
+            cmd
+        }
+    };
+    cmd.args(["run", "-n", "--once-per", "10s"])
+        .args(args)
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd.spawn().expect("start a contender")
+}
+
+/// Runs `ticks` ticks of four contenders each (see [`OFFSETS`]); `args`
+/// holds the engine's options and the lock or lease name, and `prefix` of
+/// contender `i` wraps it. Returns how many runs each real tick saw (by the
+/// tick the test fired them for, `0..ticks`) and how many each claimed tick
+/// saw.
+pub(crate) fn fire(
+    ticks: u32,
+    args: &[&str],
+    prefix: impl Fn(usize) -> Vec<String>,
+    log: &Path,
+) -> (BTreeMap<u32, u32>, BTreeMap<String, u32>) {
+    let first = next_tick();
+    let mut children = Vec::new();
+    for n in 0..ticks {
+        let tick = first + PERIOD * n;
+        for (i, offset) in OFFSETS.iter().enumerate() {
+            sleep_until(tick + *offset);
+            let prefix = prefix(i);
+            let prefix: Vec<&str> = prefix.iter().map(String::as_str).collect();
+            children.push(contender(&prefix, args, log, &n.to_string()));
+        }
+    }
+    for mut child in children {
+        assert!(
+            super::wait_within_patience(&mut child).is_some(),
+            "a contender still runs"
+        );
+    }
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut by_real: BTreeMap<u32, u32> = (0..ticks).map(|n| (n, 0)).collect();
+    let mut by_claimed: BTreeMap<String, u32> = BTreeMap::new();
+    for line in text.lines() {
+        let (real, claimed) = line.split_once(' ').unwrap();
+        *by_real.entry(real.parse().unwrap()).or_default() += 1;
+        *by_claimed.entry(claimed.to_owned()).or_default() += 1;
+    }
+    (by_real, by_claimed)
+}
+
+/// Asserts what a fleet with clocks in step must see: every tick the test
+/// fired ran exactly once, and no tick ran twice.
+pub(crate) fn assert_once_per_tick(
+    by_claimed: &BTreeMap<String, u32>,
+    first: SystemTime,
+    ticks: u32,
+) {
+    for (tick, runs) in by_claimed {
+        assert_eq!(*runs, 1, "tick {tick} ran {runs} times: {by_claimed:?}");
+    }
+    for n in 0..ticks {
+        let tick = humantime::format_rfc3339_seconds(first + PERIOD * n).to_string();
+        assert!(
+            by_claimed.contains_key(&tick),
+            "tick {tick} never ran: {by_claimed:?}"
+        );
+    }
+}
+
+/// A claimant SIGKILLed with its whole process group, then a contender in
+/// the same tick: the contender runs the tick, and sees `owner_dead`
+/// recorded for the dead claim while it runs. `args` holds the engine's
+/// options and the name; `inspect` prints the name's JSON report.
+pub(crate) fn a_dead_claim_is_run_again(args: &[&str], inspect: &[&str]) {
+    // Far from a tick's edge, so that both runs belong to the same tick.
+    let tick = next_tick();
+    sleep_until(tick);
+    let mut first: Vec<&str> = vec!["--once-per", "10s"];
+    first.extend(args);
+    first.extend(["sh", "-c", "echo ready; sleep 30"]);
+    let (claimant, _) = super::Background::spawn(&first);
+    drop(claimant); // SIGKILL, the whole group
+    let report = format!(
+        "{} {} --json {} > \"$OUT\"",
+        env!("CARGO_BIN_EXE_lockfile"),
+        "inspect",
+        inspect.join(" ")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report.json");
+    let mut second = lockfile();
+    second
+        .args(["run", "--once-per", "10s"])
+        .args(args)
+        .args(["sh", "-c", &report])
+        .env("OUT", &out);
+    let status = super::BoundedOutput::bounded_output(&mut second);
+    assert_eq!(super::code(&status), 0, "{}", super::stderr(&status));
+    let seen: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let run = &seen[0]["last_run"];
+    assert_eq!(run["outcome"], "owner_dead", "{seen}");
+    let shown = humantime::format_rfc3339_micros(tick).to_string();
+    assert_eq!(run["tick"], shown, "{seen}");
+    assert_eq!(seen[0]["last_claimed_tick"]["tick"], shown, "{seen}");
+    // The same tick, claimed again by the second run, which then ran it.
+    let mut third = lockfile();
+    third
+        .args(["run", "--once-per", "10s"])
+        .args(args)
+        .args(["true"]);
+    let skipped = super::BoundedOutput::bounded_output(&mut third);
+    assert_eq!(super::code(&skipped), 75, "{}", super::stderr(&skipped));
+    assert!(
+        super::stderr(&skipped).contains("(succeeded)"),
+        "{}",
+        super::stderr(&skipped)
+    );
+}
+
+/// A run that fails uses up its tick: a contender in the same tick skips,
+/// and its line names the failure.
+pub(crate) fn a_failed_run_uses_up_its_tick(args: &[&str]) {
+    sleep_until(next_tick());
+    let run = |script: &str| {
+        let mut cmd = lockfile();
+        cmd.args(["run", "--once-per", "10s"])
+            .args(args)
+            .args(["sh", "-c", script]);
+        super::BoundedOutput::bounded_output(&mut cmd)
+    };
+    let failed = run("exit 3");
+    assert_eq!(super::code(&failed), 3, "{}", super::stderr(&failed));
+    let skipped = run("echo must not run; exit 9");
+    assert_eq!(super::code(&skipped), 75, "{}", super::stderr(&skipped));
+    let line = super::stderr(&skipped);
+    assert!(
+        line.contains("skipped: tick ") && line.contains("(failed)"),
+        "{line}"
+    );
+    assert!(skipped.stdout.is_empty());
+}

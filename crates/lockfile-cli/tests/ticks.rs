@@ -1,0 +1,101 @@
+//! `lockfile run --once-per` under a lock file: at most one finished run per
+//! tick among contenders that fire as a fleet's drifting crons do, the
+//! `owner_dead` record of a claim whose wrapper died, and `check
+//! --once-per`'s missed-tick alarm. (The same under a lease: `etcd.rs`.)
+
+mod common;
+
+use common::ticks::{self, PERIOD};
+use common::{BoundedOutput, code, lockfile, stderr};
+
+#[test]
+fn four_contenders_run_each_tick_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("backup.lock");
+    let log = dir.path().join("runs.log");
+    let first = ticks::next_tick();
+    let (_, by_claimed) = ticks::fire(5, &[lock.to_str().unwrap()], |_| Vec::new(), &log);
+    ticks::assert_once_per_tick(&by_claimed, first, 5);
+}
+
+#[test]
+fn a_claim_whose_wrapper_died_is_run_again_in_its_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("dead.lock");
+    let lock = lock.to_str().unwrap();
+    ticks::a_dead_claim_is_run_again(&[lock], &[lock]);
+}
+
+#[test]
+fn a_failed_run_uses_up_its_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("failing.lock");
+    ticks::a_failed_run_uses_up_its_tick(&[lock.to_str().unwrap()]);
+}
+
+#[test]
+fn check_alarms_on_missed_ticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("missed.lock");
+    let lock = lock.to_str().unwrap();
+    let check = |extra: &[&str]| {
+        lockfile()
+            .args(["check", "--json", "--once-per", "1s"])
+            .args(extra)
+            .arg(lock)
+            .bounded_output()
+    };
+    // No tick ever finished: critical, and no --expect-every is needed.
+    let out = check(&[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["verdicts"][0]["kind"], "missed_ticks", "{json}");
+    // A tick ran just now: fine.
+    let ran = lockfile()
+        .args(["run", "--once-per", "1s", lock, "true"])
+        .bounded_output();
+    assert_eq!(code(&ran), 0, "{}", stderr(&ran));
+    assert_eq!(code(&check(&[])), 0);
+    // Five seconds later, ticks were missed: at most 3 listed, and a count.
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let out = check(&[]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = json["verdicts"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("tick(s) missed") && message.contains(" more"),
+        "{message}"
+    );
+    assert_eq!(
+        message.matches("Z").count(),
+        4,
+        "the last finished one and 3 missed: {message}"
+    );
+}
+
+#[test]
+fn bad_schedules_and_combinations_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("x.lock");
+    let lock = lock.to_str().unwrap();
+    for args in [
+        vec!["--once-per", "7m", lock, "true"],
+        vec!["--once-per", "1h", "--tick-offset", "1h", lock, "true"],
+        vec!["--tick-offset", "5m", lock, "true"],
+        vec!["--once-per", "1h", "-s", lock, "true"],
+        vec!["--once-per", "1h", "-F", lock, "true"],
+        vec!["--once-per", "1h", "7"],
+        vec!["--once-per", "1h", dir.path().to_str().unwrap(), "true"],
+    ] {
+        let out = lockfile().arg("run").args(&args).bounded_output();
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+    }
+    // A file whose content is not ours cannot carry the claim: 73.
+    std::fs::write(lock, "#!/bin/sh\necho a script that locks itself\n").unwrap();
+    let out = lockfile()
+        .args(["run", "--once-per", "1h", lock, "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 73, "{}", stderr(&out));
+    assert!(stderr(&out).contains("--once-per"), "{}", stderr(&out));
+    assert_eq!(PERIOD.as_secs(), 10);
+}

@@ -127,13 +127,13 @@ impl LockOptions {
     /// Run at most once per tick of a schedule: once the lock is held,
     /// claim the tick the run's start belongs to, in the same write as the
     /// owner record, unless a finished run used it up
-    /// ([`Error::TickUsed`]) or the lock came more than half a period after
-    /// it ([`Error::TooLate`]). Either way the lock is let go and nothing is
+    /// ([`Error::TickUsed`](crate::Error::TickUsed)) or the lock came more than half a period after
+    /// it ([`Error::TooLate`](crate::Error::TooLate)). Either way the lock is let go and nothing is
     /// written. A claim that never finished (its holder died) is recorded as
-    /// an `owner_dead` run first. [`LockGuard::record_outcome`] marks the
+    /// an `owner_dead` run first. [`LockGuard::record_outcome`](crate::LockGuard::record_outcome) marks the
     /// run's end with its tick.
     ///
-    /// A lock held without a record (see [`LockGuard::no_record`]) claims
+    /// A lock held without a record (see [`LockGuard::no_record`](crate::LockGuard::no_record)) claims
     /// nothing: check it before running.
     pub fn claim_tick(&mut self, claim: crate::TickClaim) -> &mut Self {
         self.claim_tick = Some(claim);

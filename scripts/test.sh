@@ -17,11 +17,13 @@ if [ "$(id -u)" -eq 0 ]; then root=true; fi
 # a real etcd server; the lock tests run util-linux's flock(1), python3 for a
 # POSIX lock, and script(1) for a terminal; the metrics tests check every
 # file with Prometheus's promtool and serve it through a real node_exporter;
-# binutils' readelf reads the binary's glibc symbol versions; the tests that
+# binutils' readelf reads the binary's glibc symbol versions; libfaketime
+# skews the clocks of `--once-per` contenders under a lease; the tests that
 # need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
 # btrfs image.
 tools=(protoc:protobuf-compiler etcd:etcd-server flock:util-linux python3:python3 script:bsdutils
-    promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils)
+    promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils
+    faketime:faketime)
 if $root; then
     tools+=(unshare:util-linux setpriv:util-linux mkfs.btrfs:btrfs-progs)
 fi

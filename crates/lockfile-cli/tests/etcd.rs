@@ -1079,3 +1079,86 @@ fn every_engine_shares_one_json_shape() {
         "{failed}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// `--once-per` under a lease
+
+#[test]
+fn four_contenders_on_a_lease_run_each_tick_once() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs.log");
+    let first = common::ticks::next_tick();
+    let args = ["--etcd", &etcd.endpoint, "--ttl", "2", "fleet"];
+    let (_, by_claimed) = common::ticks::fire(5, &args, |_| Vec::new(), &log);
+    common::ticks::assert_once_per_tick(&by_claimed, first, 5);
+    // The lease's report shows the last claim and the last run's tick.
+    let report: Value = serde_json::from_slice(&etcd.inspect(&["fleet"]).stdout).unwrap();
+    assert!(report[0]["last_claimed_tick"]["tick"].is_string(), "{report}");
+    assert_eq!(
+        report[0]["last_run"]["tick"], report[0]["last_claimed_tick"]["tick"],
+        "{report}"
+    );
+}
+
+/// Under etcd the local clock dates a run: contenders whose clocks are 20 s
+/// off, twice a 10 s period's half, claim other ticks than the fleet's, and
+/// a real tick runs more than once. What the docs say, shown.
+#[test]
+fn on_etcd_clocks_skewed_past_half_a_period_run_a_tick_twice() {
+    let faketime = Command::new("faketime").arg("--version").output();
+    assert!(
+        faketime.is_ok(),
+        "this test needs libfaketime: install it (Debian: apt-get install faketime)"
+    );
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs.log");
+    let args = ["--etcd", &etcd.endpoint, "--ttl", "2", "skewed"];
+    // The second contender's clock is 20 s behind, the third's 20 s ahead;
+    // the monotonic clock, which the lease's deadline runs on, is left alone.
+    let skew = |i: usize| match i {
+        1 => vec!["env", "FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "-20"],
+        2 => vec!["env", "FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "+20"],
+        _ => Vec::new(),
+    }
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    let (by_real, by_claimed) = common::ticks::fire(3, &args, skew, &log);
+    let runs: u32 = by_real.values().sum();
+    assert!(
+        runs > 3,
+        "3 real ticks ran {runs} times: {by_real:?}, claimed {by_claimed:?}"
+    );
+    assert!(by_real.values().any(|&n| n >= 2), "{by_real:?}");
+}
+
+#[test]
+fn a_dead_claim_on_a_lease_is_run_again_in_its_tick() {
+    let etcd = Etcd::start();
+    common::ticks::a_dead_claim_is_run_again(
+        &["--etcd", &etcd.endpoint, "--ttl", "2", "dead"],
+        &["--etcd", &etcd.endpoint, "dead"],
+    );
+}
+
+#[test]
+fn a_failed_run_uses_up_its_tick_on_a_lease() {
+    let etcd = Etcd::start();
+    common::ticks::a_failed_run_uses_up_its_tick(&["--etcd", &etcd.endpoint, "failing"]);
+}
+
+#[test]
+fn check_once_per_alarms_on_a_lease_that_missed_ticks() {
+    let etcd = Etcd::start();
+    let ran = lockfile()
+        .args(["run", "--etcd", &etcd.endpoint, "--once-per", "1s", "ticking", "true"])
+        .bounded_output();
+    assert_eq!(code(&ran), 0, "{}", stderr(&ran));
+    let (status, json) = check(&etcd, &["--once-per", "1s"], "ticking");
+    assert!(status == 0 || verdicts(&json) == ["missed_ticks"], "{json}");
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, json) = check(&etcd, &["--once-per", "1s"], "ticking");
+    assert_eq!((status, verdicts(&json)), (2, vec!["missed_ticks".to_owned()]), "{json}");
+}

@@ -1094,7 +1094,10 @@ fn four_contenders_on_a_lease_run_each_tick_once() {
     common::ticks::assert_once_per_tick(&by_claimed, first, 5);
     // The lease's report shows the last claim and the last run's tick.
     let report: Value = serde_json::from_slice(&etcd.inspect(&["fleet"]).stdout).unwrap();
-    assert!(report[0]["last_claimed_tick"]["tick"].is_string(), "{report}");
+    assert!(
+        report[0]["last_claimed_tick"]["tick"].is_string(),
+        "{report}"
+    );
     assert_eq!(
         report[0]["last_run"]["tick"], report[0]["last_claimed_tick"]["tick"],
         "{report}"
@@ -1117,14 +1120,28 @@ fn on_etcd_clocks_skewed_past_half_a_period_run_a_tick_twice() {
     let args = ["--etcd", &etcd.endpoint, "--ttl", "2", "skewed"];
     // The second contender's clock is 20 s behind, the third's 20 s ahead;
     // the monotonic clock, which the lease's deadline runs on, is left alone.
-    let skew = |i: usize| match i {
-        1 => vec!["env", "FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "-20"],
-        2 => vec!["env", "FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "+20"],
-        _ => Vec::new(),
-    }
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
+    let skew = |i: usize| {
+        match i {
+            1 => vec![
+                "env",
+                "FAKETIME_DONT_FAKE_MONOTONIC=1",
+                "faketime",
+                "-f",
+                "-20",
+            ],
+            2 => vec![
+                "env",
+                "FAKETIME_DONT_FAKE_MONOTONIC=1",
+                "faketime",
+                "-f",
+                "+20",
+            ],
+            _ => Vec::new(),
+        }
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+    };
     let (by_real, by_claimed) = common::ticks::fire(3, &args, skew, &log);
     let runs: u32 = by_real.values().sum();
     assert!(
@@ -1153,12 +1170,24 @@ fn a_failed_run_uses_up_its_tick_on_a_lease() {
 fn check_once_per_alarms_on_a_lease_that_missed_ticks() {
     let etcd = Etcd::start();
     let ran = lockfile()
-        .args(["run", "--etcd", &etcd.endpoint, "--once-per", "1s", "ticking", "true"])
+        .args([
+            "run",
+            "--etcd",
+            &etcd.endpoint,
+            "--once-per",
+            "1s",
+            "ticking",
+            "true",
+        ])
         .bounded_output();
     assert_eq!(code(&ran), 0, "{}", stderr(&ran));
     let (status, json) = check(&etcd, &["--once-per", "1s"], "ticking");
     assert!(status == 0 || verdicts(&json) == ["missed_ticks"], "{json}");
     std::thread::sleep(Duration::from_secs(3));
     let (status, json) = check(&etcd, &["--once-per", "1s"], "ticking");
-    assert_eq!((status, verdicts(&json)), (2, vec!["missed_ticks".to_owned()]), "{json}");
+    assert_eq!(
+        (status, verdicts(&json)),
+        (2, vec!["missed_ticks".to_owned()]),
+        "{json}"
+    );
 }

@@ -99,3 +99,37 @@ fn bad_schedules_and_combinations_are_usage_errors() {
     assert!(stderr(&out).contains("--once-per"), "{}", stderr(&out));
     assert_eq!(PERIOD.as_secs(), 10);
 }
+
+#[test]
+fn a_late_cron_is_warned_and_a_quiet_skip_of_a_success_says_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("drift.lock");
+    let lock = lock.to_str().unwrap();
+    // Four seconds after a 10 s tick: more than a quarter period off.
+    ticks::sleep_until(ticks::next_tick() + std::time::Duration::from_secs(4));
+    let out = lockfile()
+        .args([
+            "run",
+            "--once-per",
+            "10s",
+            lock,
+            "sh",
+            "-c",
+            "echo \"$LOCKFILE_TICK\"",
+        ])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("--tick-offset") && said.contains("CRON_TZ=UTC"),
+        "{said}"
+    );
+    let tick = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(tick.ends_with("0Z"), "{tick}");
+    // The same tick again, quietly: the run that used it succeeded.
+    let out = lockfile()
+        .args(["run", "-q", "--once-per", "10s", lock, "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "a quiet skip of a tick that succeeded");
+}

@@ -1,4 +1,4 @@
-//! Exit statuses, documented in the README's CLI reference.
+//! Exit statuses, documented in docs/command.md.
 
 /// A usage error (EX_USAGE).
 pub(crate) const USAGE: i32 = 64;

@@ -391,3 +391,8 @@ pub use record::{
 };
 pub use tick::{Claim, InvalidSchedule, Schedule, TickClaim, TickDecision};
 pub use wait::Wait;
+
+// The front page's examples run as doctests, so that they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

@@ -14,7 +14,7 @@ pub(crate) mod format;
     name = "lockfile",
     version,
     about = "Run a job under a kernel-held lock; inspect and reap lock files; alarm on silence.",
-    after_help = "Exit statuses are listed in the README. Usage errors exit 64."
+    after_help = "Exit statuses are listed in docs/command.md (and the man page). Usage errors exit 64."
 )]
 pub(crate) struct Cli {
     /// Write the library's structured events (lock_acquired, lock_contended,

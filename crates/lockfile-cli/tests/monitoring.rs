@@ -1043,6 +1043,61 @@ mod pings {
         );
     }
 
+    /// A run whose tick already ran is a skip: a `/log` ping naming the
+    /// tick, and the skip counter's `already_ran` reason.
+    #[test]
+    fn a_tick_that_already_ran_pings_log_and_counts_as_already_ran() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("tick.lock");
+        let metrics = dir.path("metrics");
+        std::fs::create_dir(&metrics).unwrap();
+        let url = server.url();
+        let run = || {
+            no_proxy(&[
+                "run",
+                "--once-per",
+                "1h",
+                "--ping",
+                &url,
+                "--metrics-dir",
+                s(&metrics),
+                "--job",
+                "hourly",
+                s(&lock),
+                "true",
+            ])
+            .bounded_output()
+        };
+        assert_eq!(code(&run()), 0);
+        let out = run();
+        assert_eq!(code(&out), 75, "{}", stderr(&out));
+        let requests = server.wait_for(3);
+        assert_eq!(
+            requests[2].target,
+            "/ping/abc/log",
+            "{:?}",
+            targets(&requests)
+        );
+        assert!(
+            requests[2].body.contains("already ran"),
+            "{:?}",
+            requests[2].body
+        );
+        let figures = file_samples(&metrics.join("lockfile-hourly.prom"));
+        let skips = |reason| {
+            value(
+                &figures,
+                "lockfile_run_skips_total",
+                &[("lock", s(&lock)), ("reason", reason)],
+            )
+        };
+        assert_eq!(
+            (skips("already_ran"), skips("held")),
+            (Some(1.0), Some(0.0))
+        );
+    }
+
     #[test]
     fn a_skip_pings_log_naming_the_holder_and_fail_behind_an_unhealthy_one() {
         let server = Server::start(Answer::Ok);

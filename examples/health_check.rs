@@ -10,7 +10,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use lockfile::{InspectOptions, LockState, Severity, Status};
+use lockfile::LockState;
+use lockfile::inspect::{InspectOptions, Severity, Status};
 
 fn main() -> ExitCode {
     let expect_every = std::env::var("EXPECT_EVERY")

@@ -103,7 +103,7 @@ fn record(c: &mut Criterion) {
         .heartbeat_interval(Duration::from_secs(30));
     options.try_acquire(&path).unwrap().release().unwrap();
     let bytes = std::fs::read(&path).unwrap();
-    let owner: OwnerRecord = lockfile::decode_record(&bytes).unwrap();
+    let owner: OwnerRecord = lockfile::record::decode_record(&bytes).unwrap();
 
     // The crate's own encoder is private; this measures the same serde
     // serialisation of the owner record, without the document's envelope
@@ -112,7 +112,7 @@ fn record(c: &mut Criterion) {
         b.iter(|| serde_json::to_vec(black_box(&owner)).unwrap())
     });
     c.bench_function("record decode (decode_record, 512 B)", |b| {
-        b.iter(|| lockfile::decode_record(black_box(&bytes)).unwrap())
+        b.iter(|| lockfile::record::decode_record(black_box(&bytes)).unwrap())
     });
 }
 

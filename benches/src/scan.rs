@@ -162,7 +162,7 @@ fn floor_scan(dir: &Path) -> Result<Seen> {
         if n < 0 {
             bail!("read: {}", std::io::Error::last_os_error());
         }
-        if lockfile::decode_record(&buf[..n as usize]).is_ok() {
+        if lockfile::record::decode_record(&buf[..n as usize]).is_ok() {
             seen.files += 1;
         }
         Ok(())
@@ -190,7 +190,7 @@ fn replica_scan(dir: &Path) -> Result<Seen> {
         if n < 0 {
             bail!("pread: {}", std::io::Error::last_os_error());
         }
-        if lockfile::decode_record(&buf[..n as usize]).is_ok() {
+        if lockfile::record::decode_record(&buf[..n as usize]).is_ok() {
             files += 1;
         }
         Ok(())
@@ -228,7 +228,7 @@ pub(crate) fn alone(path: &Path, which: &str, n: usize) -> Result<f64> {
                 fd.flock(libc::LOCK_UN)?;
             }
             STATX_ALONE => statx_of(&fd)?,
-            DECODE_ALONE => drop(lockfile::decode_record(&record)?),
+            DECODE_ALONE => drop(lockfile::record::decode_record(&record)?),
             _ => bail!("unknown syscall row {which}"),
         }
     }
@@ -280,7 +280,7 @@ pub(crate) fn one_floor(path: &Path, n: usize) -> Result<f64> {
         if got <= 0 {
             bail!("read: {}", std::io::Error::last_os_error());
         }
-        lockfile::decode_record(&buf[..got as usize])?;
+        lockfile::record::decode_record(&buf[..got as usize])?;
     }
     Ok(start.elapsed().as_nanos() as f64)
 }

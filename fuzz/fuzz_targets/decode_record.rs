@@ -1,4 +1,4 @@
-//! Arbitrary bytes as an owner record: `lockfile::decode_record`.
+//! Arbitrary bytes as an owner record: `lockfile::record::decode_record`.
 #![no_main]
 
 #[path = "../../crates/lockfile/tests/fuzz_bodies.rs"]

@@ -7,7 +7,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Finding, InspectOptions, LastRun, LockReport, Schedule, Severity, Status};
+use lockfile::LockReport;
+use lockfile::history::LastRun;
+use lockfile::inspect::{Finding, InspectOptions, Severity, Status};
+use lockfile::tick::Schedule;
 use lockfile_lease::LeaseReport;
 use serde::Serialize;
 

@@ -42,5 +42,5 @@ pub(crate) const DATA_ERROR: i32 = 65;
 pub(crate) const NO_INPUT: i32 = 66;
 
 /// Success. (The monitoring-plugin statuses of `inspect` and `check` are
-/// `lockfile::Status`.)
+/// `lockfile::inspect::Status`.)
 pub(crate) const OK: i32 = 0;

@@ -1,6 +1,7 @@
 //! `lockfile reap`: one line (or JSON object) per file, nothing skipped.
 
-use lockfile::{ReapEntry, ReapOptions};
+use lockfile::ReapOptions;
+use lockfile::reap::ReapEntry;
 
 use crate::cli::ReapArgs;
 
@@ -41,7 +42,7 @@ pub(crate) fn reap(args: ReapArgs) -> i32 {
         if !args.fix
             && entries
                 .iter()
-                .any(|e| e.action == lockfile::ReapAction::WouldRemove)
+                .any(|e| e.action == lockfile::reap::ReapAction::WouldRemove)
         {
             outln!("(dry run: pass --fix to remove)");
         }

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use etcd_client::{
     Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use lockfile::{Claim, OwnerRecord, Wait};
+use lockfile::OwnerRecord;
+use lockfile::tick::Claim;
+use lockfile::wait::Wait;
 
 use crate::conn::Conn;
 use crate::history;

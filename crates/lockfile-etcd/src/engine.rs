@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use lockfile::{Claim, LastRun, OwnerRecord, RunEnd};
+use lockfile::OwnerRecord;
+use lockfile::history::{LastRun, RunEnd};
+use lockfile::tick::Claim;
 use lockfile_lease::{Engine, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
 
 use crate::{ENGINE, LeaseGuard, LeaseOptions};

@@ -6,11 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use lockfile::{LastRun, OwnerRecord, RunEnd};
+use lockfile::OwnerRecord;
+use lockfile::history::{LastRun, RunEnd};
 
 use crate::session::{self, Session};
 use crate::{LeaseOptions, LeaseSignal, LostReason, Result, history_key_for, key_for};
-use lockfile::Wait;
+use lockfile::wait::Wait;
 
 /// A held lease. Dropping it releases the lease; [`release`](LeaseGuard::release)
 /// does the same and reports errors.
@@ -36,7 +37,7 @@ pub struct LeaseGuard {
     ttl: Duration,
     token: u64,
     record: OwnerRecord,
-    claim: Option<lockfile::Claim>,
+    claim: Option<lockfile::tick::Claim>,
     acquired_at: Instant,
     signal: LeaseSignal,
     session: Session,
@@ -149,7 +150,7 @@ impl LeaseGuard {
 
     /// The claim on the run's tick taken with the lease, when one was asked
     /// for ([`LeaseRequest::claim_tick`](crate::LeaseRequest::claim_tick)).
-    pub fn claim(&self) -> Option<&lockfile::Claim> {
+    pub fn claim(&self) -> Option<&lockfile::tick::Claim> {
         self.claim.as_ref()
     }
 
@@ -239,7 +240,7 @@ impl LeaseGuard {
     /// transaction that succeeds only if the key has not changed since it
     /// was read, and starts again from the key's new value if it has.
     ///
-    /// Works after a loss too (record [`Outcome::LeaseLost`](lockfile::Outcome::LeaseLost)),
+    /// Works after a loss too (record [`Outcome::LeaseLost`](lockfile::history::Outcome::LeaseLost)),
     /// but is bounded by the lease's deadline: it waits on etcd at most the
     /// request timeout, and at most until 200 ms past the deadline, though
     /// never less than 100 ms. Call it before

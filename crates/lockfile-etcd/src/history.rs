@@ -13,7 +13,8 @@
 use std::time::Instant;
 
 use etcd_client::{Client, Compare, CompareOp, KeyValue, Txn, TxnOp, TxnOpResponse};
-use lockfile::{Claim, LastRun, RunEnd};
+use lockfile::history::{LastRun, RunEnd};
+use lockfile::tick::Claim;
 use lockfile_lease::History;
 
 use crate::conn::Conn;

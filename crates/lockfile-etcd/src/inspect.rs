@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use etcd_client::{Client, GetOptions, KeyValue, LeaseTimeToLiveOptions};
-use lockfile::InspectOptions;
+use lockfile::inspect::InspectOptions;
 use lockfile_lease::{History, Holding, LeaseReport};
 
 use crate::conn::{self, Conn};

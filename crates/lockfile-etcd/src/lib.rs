@@ -79,7 +79,7 @@
 //!   The release never waits on etcd past the lease's deadline: after it,
 //!   the key goes with its lease whatever the holder does.
 //! - **Run history.** [`LeaseGuard::record_outcome`] records how the run
-//!   ended (the core crate's [`LastRun`](lockfile::LastRun): outcome, exit
+//!   ended (the core crate's [`LastRun`](lockfile::history::LastRun): outcome, exit
 //!   status or signal, failures in a row) in the key
 //!   `lockfile/history/NAME` ([`HISTORY_PREFIX`]), which has no lease, so
 //!   that it outlives the lease and later holders. The failures in a row

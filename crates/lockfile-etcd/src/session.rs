@@ -10,7 +10,9 @@ use std::thread::JoinHandle as ThreadHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
-use lockfile::{Claim, LastRun, OwnerRecord, RunEnd};
+use lockfile::OwnerRecord;
+use lockfile::history::{LastRun, RunEnd};
+use lockfile::tick::Claim;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::task::JoinHandle;
 
@@ -20,7 +22,7 @@ use crate::renew::{self, Report};
 use crate::{
     Error, LeaseOptions, LeaseSignal, LostReason, Operation, Renewals, Result, history, keywatch,
 };
-use lockfile::Wait;
+use lockfile::wait::Wait;
 
 /// What the guard asks of its thread.
 enum Command {

@@ -15,7 +15,7 @@ use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::proxy::Proxy;
 use common::store::FencedStore;
 use common::{Etcd, mono_ns, secs, to_mono};
-use lockfile::{Outcome, RunEnd};
+use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, Step};
 use rustix::process::Signal;
 

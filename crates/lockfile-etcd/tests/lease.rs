@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::{Etcd, raw};
 use etcd_client::PutOptions;
-use lockfile::{Outcome, RunEnd};
+use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, LeaseState, LostReason, Operation, Step, StopPolicy};
 
 const TTL: Duration = Duration::from_secs(2);

@@ -6,7 +6,10 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use lockfile::{Claim, LastRun, OwnerRecord, RunEnd, TickClaim, Wait};
+use lockfile::OwnerRecord;
+use lockfile::history::{LastRun, RunEnd};
+use lockfile::tick::{Claim, TickClaim};
+use lockfile::wait::Wait;
 
 use crate::{LeaseReport, LeaseSignal, Result};
 
@@ -14,7 +17,7 @@ use crate::{LeaseReport, LeaseSignal, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use lockfile::Wait;
+/// use lockfile::wait::Wait;
 /// let request = lockfile_lease::LeaseRequest::new()
 ///     .wait(Wait::up_to(Some(Duration::from_secs(30))))
 ///     .ttl(Duration::from_secs(15))
@@ -130,7 +133,7 @@ pub trait Engine: fmt::Debug + Send + Sync {
 
     /// Who holds the lease on `name`, with its token, TTL and run history.
     /// Never takes or changes anything. The report's findings are judged with
-    /// the default [`InspectOptions`](lockfile::InspectOptions).
+    /// the default [`InspectOptions`](lockfile::inspect::InspectOptions).
     ///
     /// # Errors
     ///

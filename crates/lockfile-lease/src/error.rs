@@ -182,9 +182,9 @@ pub enum Error {
         /// The tick.
         tick: std::time::SystemTime,
         /// The run that used it up.
-        run: Box<lockfile::LastRun>,
+        run: Box<lockfile::history::LastRun>,
         /// Its claim, naming the host and pid that ran it, when kept.
-        claim: Option<Box<lockfile::Claim>>,
+        claim: Option<Box<lockfile::tick::Claim>>,
     },
     /// The lease came later than half a period after the run's tick: the
     /// run belongs to no tick any more. A skip, not a failure.
@@ -228,15 +228,15 @@ impl Error {
     /// claim the name keeps; `None` for a decision to run.
     pub fn refused_tick(
         key: &str,
-        decision: lockfile::TickDecision,
-        claim: Option<&lockfile::Claim>,
+        decision: lockfile::tick::TickDecision,
+        claim: Option<&lockfile::tick::Claim>,
     ) -> Option<Error> {
         match decision {
-            lockfile::TickDecision::TooLate { tick } => Some(Error::TooLate {
+            lockfile::tick::TickDecision::TooLate { tick } => Some(Error::TooLate {
                 key: key.to_owned(),
                 tick,
             }),
-            lockfile::TickDecision::AlreadyRan { tick, run } => Some(Error::TickUsed {
+            lockfile::tick::TickDecision::AlreadyRan { tick, run } => Some(Error::TickUsed {
                 key: key.to_owned(),
                 tick,
                 run,

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{Claim, LastRun, Outcome, OwnerRecord, RunEnd, TickClaim, TickDecision};
+use lockfile::OwnerRecord;
+use lockfile::history::{LastRun, Outcome, RunEnd};
+use lockfile::tick::{Claim, TickClaim, TickDecision};
 use serde::{Deserialize, Serialize};
 
 /// How long past the lease's deadline a history write may still wait on the

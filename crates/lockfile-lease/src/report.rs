@@ -4,7 +4,10 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Claim, Finding, InspectOptions, LastRun, OwnerRecord, Severity};
+use lockfile::OwnerRecord;
+use lockfile::history::LastRun;
+use lockfile::inspect::{Finding, InspectOptions, Severity};
+use lockfile::tick::Claim;
 use serde::{Serialize, Serializer};
 
 use crate::History;

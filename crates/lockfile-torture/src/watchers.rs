@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use lockfile::{Finding, LockOptions, LockReport, LockState, ReapOptions};
+use lockfile::inspect::Finding;
+use lockfile::{LockOptions, LockReport, LockState, ReapOptions};
 
 use crate::board::{Board, Layout, Rng};
 

@@ -283,7 +283,7 @@ fn check_record(board: &Board, index: usize, fd: std::os::fd::BorrowedFd<'_>, to
             return;
         }
     };
-    match lockfile::decode_record(&buf[..n]) {
+    match lockfile::record::decode_record(&buf[..n]) {
         Ok(owner) if owner.token.to_string() == token => {}
         other => {
             board.record_mismatches.fetch_add(1, SeqCst);

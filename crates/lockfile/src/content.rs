@@ -9,7 +9,7 @@ use crate::record::{DecodeError, LockDocument};
 
 /// What a lock file holds, as far as writing a record into it goes.
 ///
-/// Only [`Content::Foreign`] content is someone else's: a lock on such a file
+/// Only [`Content::Foreign`](crate::inspect::Content::Foreign) content is someone else's: a lock on such a file
 /// is taken (when asked to) without writing anything into it, and `reap`
 /// never removes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -33,13 +33,13 @@ pub enum Content {
 
 impl Content {
     /// Classifies a lock file's whole content, as
-    /// [`decode_record`](crate::decode_record) takes it. More bytes than
-    /// the longest record are [`Content::Foreign`], whatever they are.
+    /// [`decode_record`](crate::record::decode_record) takes it. More bytes than
+    /// the longest record are [`Content::Foreign`](crate::inspect::Content::Foreign), whatever they are.
     ///
     /// # Examples
     ///
     /// ```
-    /// use lockfile::Content;
+    /// use lockfile::inspect::Content;
     /// assert_eq!(Content::of(b""), Content::Empty);
     /// assert_eq!(Content::of(b"#!/bin/sh\necho hi\n"), Content::Foreign);
     /// assert_eq!(Content::of(b"{\"format\":1,\"released\":tr"), Content::Torn);

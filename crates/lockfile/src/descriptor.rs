@@ -98,7 +98,7 @@ impl LockOptions {
     /// as flock(1) takes it. The shell that opened it (`exec 9>job.lock`)
     /// shares it, so the lock outlives this process: it is held until the
     /// shell, and every process that inherited the descriptor from it, has
-    /// closed it, or until [`unlock_descriptor`]. With
+    /// closed it, or until [`unlock_descriptor`](crate::descriptor::unlock_descriptor). With
     /// [`shared`](LockOptions::shared) the lock is shared. If the open file
     /// already holds the lock, this converts it to the mode asked for, as
     /// flock(2) does.
@@ -110,28 +110,28 @@ impl LockOptions {
     /// really holds the lock:
     ///
     /// 1. the lock is exclusive and the descriptor is a regular file's (a
-    ///    directory gives [`NoRecord::Directory`], a shared lock
-    ///    [`NoRecord::Shared`]);
+    ///    directory gives [`NoRecord::Directory`](crate::inspect::NoRecord::Directory), a shared lock
+    ///    [`NoRecord::Shared`](crate::inspect::NoRecord::Shared));
     /// 2. the file can be opened anew for reading and writing through
     ///    `/proc/self/fd/N`: a new open file description, so that the shell's
     ///    offset, its `O_APPEND` and its lock are left alone (a file this
-    ///    process may not write gives [`NoRecord::ReadOnly`]);
+    ///    process may not write gives [`NoRecord::ReadOnly`](crate::inspect::NoRecord::ReadOnly));
     /// 3. the parent process has the very same open file at the same
     ///    descriptor number, checked with kcmp(2) (`KCMP_FILE`), or, where
     ///    kcmp is not allowed (a container's seccomp profile), by the lock
     ///    its descriptor holds: only one open file can hold an exclusive
     ///    lock;
     /// 4. the file is empty or holds a record of ours (anything else gives
-    ///    [`NoRecord::ForeignContent`], and the file is left byte for byte as
+    ///    [`NoRecord::ForeignContent`](crate::inspect::NoRecord::ForeignContent), and the file is left byte for byte as
     ///    it is), and that record is not the unreleased record of another
     ///    holder that may be alive.
     ///
     /// The record names the parent process (its pid and start time), since
     /// it holds the lock after this process exits, and the job of the
     /// options. Nobody keeps a heartbeat for it, so it promises none, and
-    /// nobody marks its release: it says [`Release::Unrecorded`], and
+    /// nobody marks its release: it says [`Release::Unrecorded`](crate::record::Release::Unrecorded), and
     /// `inspect` calls the file `free` (not `stale`) once nobody holds it.
-    /// Otherwise ([`NoRecord::Descriptor`]) the lock is taken all the same,
+    /// Otherwise ([`NoRecord::Descriptor`](crate::inspect::NoRecord::Descriptor)) the lock is taken all the same,
     /// and nothing is written. [`record_optional`](LockOptions::record_optional)
     /// plays no part: a descriptor's file is the caller's choice.
     ///
@@ -166,9 +166,9 @@ impl LockOptions {
     /// let lock = lockfile::LockOptions::new().try_acquire_descriptor(file.as_fd())?;
     /// // Our parent does not share this open file: the lock is taken, and
     /// // nothing is written.
-    /// assert_eq!(lock.no_record(), Some(lockfile::NoRecord::Descriptor));
+    /// assert_eq!(lock.no_record(), Some(lockfile::inspect::NoRecord::Descriptor));
     /// assert!(lockfile::LockGuard::try_acquire(&path).unwrap_err().is_contended());
-    /// lockfile::unlock_descriptor(file.as_fd())?;
+    /// lockfile::descriptor::unlock_descriptor(file.as_fd())?;
     /// # Ok(())
     /// # }
     /// ```
@@ -224,7 +224,7 @@ pub fn unlock_descriptor(fd: BorrowedFd<'_>) -> Result<Option<OwnerRecord>> {
 }
 
 /// What a descriptor's file is called in messages and in
-/// [`DescriptorLock::path`].
+/// [`DescriptorLock::path`](crate::descriptor::DescriptorLock::path).
 fn name_of(fd: BorrowedFd<'_>) -> PathBuf {
     sys::descriptor_path(fd).unwrap_or_else(|| PathBuf::from(format!("/dev/fd/{}", fd.as_raw_fd())))
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::OwnerRecord;
-use crate::evict::refused::EvictionRefused;
+pub use crate::evict::refused::EvictionRefused;
 
 /// A `Result` whose error is this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -99,7 +99,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error`] with [`Operation::Stat`] when the file cannot be stat'ed.
+    /// [`Error`] with [`Operation::Stat`](crate::error::Operation::Stat) when the file cannot be stat'ed.
     pub fn modified(&self) -> Result<SystemTime> {
         self.file
             .metadata()
@@ -131,7 +131,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error`] with [`Operation::Heartbeat`] when the time cannot be set.
+    /// [`Error`] with [`Operation::Heartbeat`](crate::error::Operation::Heartbeat) when the time cannot be set.
     pub fn heartbeat(&self) -> Result<()> {
         if self.no_record.is_some() {
             return Ok(());
@@ -151,7 +151,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error`] with [`Operation::Write`] when the record cannot be written.
+    /// [`Error`] with [`Operation::Write`](crate::error::Operation::Write) when the record cannot be written.
     pub fn record_success(&mut self) -> Result<()> {
         if self.no_record.is_some() {
             return Ok(());
@@ -171,7 +171,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error`] with [`Operation::Write`] when the record cannot be written.
+    /// [`Error`] with [`Operation::Write`](crate::error::Operation::Write) when the record cannot be written.
     pub fn record_outcome(&mut self, end: RunEnd) -> Result<()> {
         if self.no_record.is_some() {
             return Ok(());
@@ -258,7 +258,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error`] with [`Operation::Stat`] when the lock file cannot be stat'ed.
+    /// [`Error`] with [`Operation::Stat`](crate::error::Operation::Stat) when the lock file cannot be stat'ed.
     pub fn inheritors(&self) -> Result<Vec<Holder>> {
         let id = sys::identity_of(&self.file)
             .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))?;
@@ -288,7 +288,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error`] with [`Operation::Lock`] when the descriptor cannot be
+    /// [`Error`] with [`Operation::Lock`](crate::error::Operation::Lock) when the descriptor cannot be
     /// duplicated (the process is out of descriptors).
     pub fn share_with_children(&mut self) -> Result<OwnedFd> {
         let fd = rustix::io::dup(&self.file)

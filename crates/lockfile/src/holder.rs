@@ -9,6 +9,7 @@ use crate::sys;
 
 /// A process that holds a kernel lock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Holder {
     /// Its PID in our PID namespace.
     pub pid: u32,

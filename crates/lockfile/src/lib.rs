@@ -48,7 +48,7 @@
 //! The lock file stays on disk after the lock is released, and after its
 //! holder died. The file is not the lock; it is a notice board. A file left by a
 //! dead holder is litter: `inspect` reports it `stale` (or `debris` when its
-//! content is not a record), the next `acquire` takes it over, and [`reap`]
+//! content is not a record), the next `acquire` takes it over, and [`reap()`]
 //! removes it safely if you like a tidy directory.
 //!
 //! Deleting lock files is where other libraries broke exclusion: a process
@@ -80,7 +80,7 @@
 //!    A file with more than one name (hard links, a directory) may have lost
 //!    just this one, so its descriptor is compared with a `stat` of the
 //!    path, (device, inode).
-//! 4. **Read** the first bytes and classify them ([`Content`]); a directory
+//! 4. **Read** the first bytes and classify them ([`Content`](crate::inspect::Content)); a directory
 //!    and a shared lock skip to the end here, writing nothing. Content that
 //!    is not ours is never written: the acquire fails, or (with
 //!    [`LockOptions::record_optional`]) unlocks, reopens read-only and starts
@@ -138,7 +138,7 @@
 //! left the owner's tree) fails the rule: the record is written by whoever
 //! can write the file, and must never aim a signal at someone else's
 //! process. When the rule fails nothing is signalled, and the acquire
-//! behaves as without eviction, saying why ([`EvictionRefused`]).
+//! behaves as without eviction, saying why ([`EvictionRefused`](crate::error::EvictionRefused)).
 //!
 //! **Why reap never unlinks a held lock.** It unlinks only in step 8, while
 //! it holds the file's lock itself; a holder would have made its non-blocking
@@ -152,7 +152,7 @@
 //! start time, a random per-run token, the job name, when it was acquired and
 //! the heartbeat it promised. The record is diagnostics, never enforcement.
 //! It answers "who holds this, since when, and is it still beating"
-//! ([`inspect`]), names the holder in contention errors, and lets `inspect`
+//! ([`inspect()`]), names the holder in contention errors, and lets `inspect`
 //! judge a dead owner by boot id and start time rather than by a PID, which
 //! may have been reused, may be 1 in every container, and means nothing on
 //! another host. [`LockGuard::heartbeat`] refreshes the file's modification
@@ -170,7 +170,7 @@
 //! start time, every process holding the lock), and is ours to signal. The
 //! processes are opened as pidfds and verified before any signal, so a
 //! reused PID is never hit. Anything less, and the acquire behaves as
-//! without the option, saying why ([`EvictionRefused`]).
+//! without the option, saying why ([`EvictionRefused`](crate::error::EvictionRefused)).
 //!
 //! # Files that are not ours
 //!
@@ -180,7 +180,7 @@
 //! (64 KiB, by `fstat`) is someone else's whatever it begins with, such as a
 //! disk image that starts with zeros. Records never grow that long; a job
 //! name that would make one is refused ([`Error::RecordTooLarge`]). Any
-//! other content ([`Content::Foreign`]) belongs to someone else: a script that
+//! other content ([`Content::Foreign`](crate::inspect::Content::Foreign)) belongs to someone else: a script that
 //! locks itself, as in flock(1)'s manual, a data file, another tool's lock.
 //! By default acquiring such a file fails with [`Error::ForeignContent`] and
 //! writes nothing. With [`LockOptions::record_optional`] it is locked through a
@@ -190,11 +190,11 @@
 //! writes nothing, ever: no heartbeat, no success, no release mark.
 //!
 //! The other forms of flock(1) keep no record either, by design
-//! ([`NoRecord`] names each):
+//! ([`NoRecord`](crate::inspect::NoRecord) names each):
 //!
 //! - **A directory** is locked, with `record_optional`, through a read-only
 //!   descriptor of it (never created, no symlink followed); nothing in it is
-//!   created or changed. [`inspect`] of the directory reports its own lock,
+//!   created or changed. [`inspect()`] of the directory reports its own lock,
 //!   and [`inspect_dir`] adds a row for it while someone holds it, so that the
 //!   lock is never invisible.
 //! - **A shared lock** ([`LockOptions::shared`]) has many holders at once and
@@ -208,10 +208,10 @@
 //!   of our own, and only when the parent process provably shares the locked
 //!   one; it names the parent, and says that its release is not recorded
 //!   ([`Release::Unrecorded`]), so that the file reads `free`, not `stale`,
-//!   once the shell has let go. [`unlock_descriptor`] is `flock -u 9`.
+//!   once the shell has let go. [`unlock_descriptor`](crate::descriptor::unlock_descriptor) is `flock -u 9`.
 //!
 //! A holder that keeps no record by design raises no `holder_mismatch` or
-//! `owner_dead` finding in `inspect`, and [`reap`] never removes a file that
+//! `owner_dead` finding in `inspect`, and [`reap()`] never removes a file that
 //! is not ours, nor a directory.
 //!
 //! # Threat model
@@ -232,7 +232,7 @@
 //!   `fs.protected_regular` rule, applied whatever that sysctl says. Its
 //!   owner can unlink it while it is held (so a second run starts beside
 //!   the first), rewrite its record and set its times. Acquiring refuses it
-//!   ([`Error::PlantedFile`]), before any wait or write. [`inspect`] reports
+//!   ([`Error::PlantedFile`]), before any wait or write. [`inspect()`] reports
 //!   it (`planted_file`) and trusts nothing in it that acts: no heartbeat,
 //!   no success, no run history, no eviction. A file of another user in a
 //!   directory that is not shared this way is normal: only the directory's
@@ -254,7 +254,7 @@
 //!   A record that would pass 64 KiB is refused ([`Error::RecordTooLarge`]).
 //! - **Unlink relative to a pinned directory.** A file is only unlinked
 //!   under its lock, through the directory that was opened (and listed, for
-//!   [`reap`]), and only while the name still refers to the inode that was
+//!   [`reap()`]), and only while the name still refers to the inode that was
 //!   checked: a directory component swapped meanwhile cannot turn an unlink
 //!   in one directory into an unlink in another.
 //! - **Unsafe opens of side files.** The `lockfile` command opens every file
@@ -347,50 +347,51 @@
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+// Whether a public type may grow is decided for each, on purpose: every
+// exhaustive one says why.
+#![warn(clippy::exhaustive_enums, clippy::exhaustive_structs)]
 #![cfg(unix)]
 
 mod acquire;
 mod beat;
 mod content;
-mod descriptor;
+pub mod descriptor;
 mod dir;
-mod error;
+pub mod error;
 mod evict;
 mod guard;
-mod history;
+pub mod history;
 mod holder;
-mod inspect;
+pub mod inspect;
 mod options;
-mod reap;
-mod record;
+pub mod reap;
+pub mod record;
 mod rfc3339;
-mod tick;
+pub mod tick;
 mod trust;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
 #[allow(unsafe_code)]
 mod sys;
-mod wait;
+pub mod wait;
 
+// The root: what a program that adds a guard to its `main` needs. The rest
+// lives in the modules above.
 pub use beat::beat;
-pub use content::{Content, NoRecord};
-pub use descriptor::{DescriptorLock, unlock_descriptor};
 pub use dir::default_lock_dir;
-pub use error::{Error, Operation, Result};
-pub use evict::EvictionRefused;
+pub use error::{Error, Result};
 pub use guard::LockGuard;
-pub use history::{LastRun, Outcome, RunEnd};
-pub use holder::Holder;
-pub use inspect::{
-    Finding, InspectOptions, LockReport, LockState, Severity, Status, TimeField, Undecided,
-    Unhealthy, inspect, inspect_dir,
-};
+pub use inspect::{LockReport, LockState, inspect, inspect_dir};
 pub use options::LockOptions;
-pub use reap::{ReapAction, ReapChange, ReapEntry, ReapOptions, ReapReason, ReapReport, reap};
-pub use record::{
-    DecodeError, Evicted, FORMAT_VERSION, HeartbeatSource, OwnerRecord, Release, decode_record,
-};
-pub use tick::{Claim, InvalidSchedule, Schedule, TickClaim, TickDecision};
-pub use wait::Wait;
+pub use reap::{ReapOptions, ReapReport, reap};
+pub use record::OwnerRecord;
+
+// Inside the crate, every type by its short name.
+pub(crate) use history::{LastRun, Outcome, RunEnd};
+pub(crate) use holder::Holder;
+pub(crate) use inspect::{Finding, InspectOptions, Undecided};
+pub(crate) use record::{DecodeError, Evicted, HeartbeatSource, Release};
+pub(crate) use tick::{Claim, TickClaim, TickDecision};
+pub(crate) use wait::Wait;
 
 // The front page's examples run as doctests, so that they cannot rot.
 #[cfg(doctest)]

@@ -147,7 +147,7 @@ impl LockOptions {
     /// A holder is not hung before it breaks its own promise: its silence
     /// must pass its recorded
     /// [`heartbeat_interval`](LockOptions::heartbeat_interval), and for a
-    /// `lockfile run --watchdog` holder ([`HeartbeatSource::Command`]) that
+    /// `lockfile run --watchdog` holder ([`HeartbeatSource::Command`](crate::record::HeartbeatSource::Command)) that
     /// interval plus its recorded [`kill_after`](LockOptions::kill_after)
     /// (10 s when it recorded none, the command's default), so that its own
     /// watchdog always gets the first chance to act.
@@ -155,10 +155,10 @@ impl LockOptions {
     /// It evicts only when all of these hold; otherwise it behaves as
     /// without this option, and the contention error says why it did not
     /// ([`Error::not_evicted`](crate::Error::not_evicted), an
-    /// [`EvictionRefused`](crate::EvictionRefused)):
+    /// [`EvictionRefused`](crate::error::EvictionRefused)):
     ///
     /// - the holder promised a heartbeat: its record carries an interval and
-    ///   the heartbeat is not a wrapper's ([`HeartbeatSource::Wrapper`] only
+    ///   the heartbeat is not a wrapper's ([`HeartbeatSource::Wrapper`](crate::record::HeartbeatSource::Wrapper) only
     ///   proves that the wrapper lives). A file without a record of ours
     ///   (flock(1), another tool), or a record without a promise, is never
     ///   evicted;
@@ -194,9 +194,9 @@ impl LockOptions {
     ///
     /// What it leaves: a `lock_evicted` event (pid, job, token, silent
     /// seconds) when it stops a holder; in the new record,
-    /// [`OwnerRecord::evicted`] (also [`LockGuard::evicted`](crate::LockGuard::evicted));
+    /// [`OwnerRecord::evicted`](crate::OwnerRecord::evicted) (also [`LockGuard::evicted`](crate::LockGuard::evicted));
     /// and as the last run, the evicted run with outcome
-    /// [`Outcome::Evicted`](crate::Outcome::Evicted), its failures in a row
+    /// [`Outcome::Evicted`](crate::history::Outcome::Evicted), its failures in a row
     /// counted on.
     ///
     /// Silence is the lock file's modification time against the wall
@@ -208,8 +208,8 @@ impl LockOptions {
     ///
     /// Default: none, never evict.
     ///
-    /// [`HeartbeatSource::Command`]: crate::HeartbeatSource::Command
-    /// [`HeartbeatSource::Wrapper`]: crate::HeartbeatSource::Wrapper
+    /// [`HeartbeatSource::Command`]: crate::record::HeartbeatSource::Command
+    /// [`HeartbeatSource::Wrapper`]: crate::record::HeartbeatSource::Wrapper
     /// [`OwnerRecord::evicted`]: crate::OwnerRecord::evicted
     pub fn evict_after(&mut self, silence: Duration) -> &mut Self {
         self.evict_after = Some(silence);
@@ -232,7 +232,7 @@ impl LockOptions {
     /// written into it so that `inspect` can tell a lock let go cleanly from
     /// one whose owner died holding it.
     ///
-    /// [`Release::Unrecorded`] is for a holder that hands the lock on and
+    /// [`Release::Unrecorded`](crate::record::Release::Unrecorded) is for a holder that hands the lock on and
     /// goes away before it ends: a process that execs its command in place
     /// (flock(1)'s `-F`), which then holds the lock until it exits, and
     /// marks nothing. Once nobody holds such a lock, `inspect` calls the file
@@ -240,12 +240,13 @@ impl LockOptions {
     /// holder that died cannot be told from one that finished. A guard that
     /// is released still marks its record released.
     ///
-    /// Default: [`Release::Recorded`].
+    /// Default: [`Release::Recorded`](crate::record::Release::Recorded).
     ///
     /// # Examples
     ///
     /// ```
-    /// use lockfile::{LockOptions, LockState, Release};
+    /// use lockfile::{LockOptions, LockState};
+    /// use lockfile::record::Release;
     /// # fn main() -> Result<(), lockfile::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("exec.lock");
@@ -345,7 +346,7 @@ impl LockOptions {
     /// when missing) and left exactly as it is, whatever it holds, so
     /// [`record_optional`](Self::record_optional) is not needed for content
     /// that is not ours; it still decides whether a directory is locked. The
-    /// guard says [`NoRecord::Shared`](crate::NoRecord::Shared), and `inspect`
+    /// guard says [`NoRecord::Shared`](crate::inspect::NoRecord::Shared), and `inspect`
     /// lists every holder from the kernel's table, with
     /// [`no_record`](crate::LockReport::no_record) `Shared` and no finding
     /// against an older record left in the file.
@@ -361,7 +362,8 @@ impl LockOptions {
     /// # Examples
     ///
     /// ```
-    /// use lockfile::{LockOptions, NoRecord};
+    /// use lockfile::LockOptions;
+    /// use lockfile::inspect::NoRecord;
     /// # fn main() -> Result<(), lockfile::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("cache.lock");

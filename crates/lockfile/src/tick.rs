@@ -25,14 +25,14 @@ const DAY: u64 = 86_400;
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
-/// let every_15m = lockfile::Schedule::new(Duration::from_secs(900), Duration::ZERO)?;
+/// let every_15m = lockfile::tick::Schedule::new(Duration::from_secs(900), Duration::ZERO)?;
 /// // 03:07:29 belongs to the 03:00 tick; 03:07:31 to the 03:15 one.
 /// let at = |s| UNIX_EPOCH + Duration::from_secs(s);
 /// assert_eq!(every_15m.tick_at(at(3 * 3600 + 449)), at(3 * 3600));
 /// assert_eq!(every_15m.tick_at(at(3 * 3600 + 451)), at(3 * 3600 + 900));
 /// // Cron's `*/7` restarts every hour: no schedule can follow it.
-/// assert!(lockfile::Schedule::new(Duration::from_secs(420), Duration::ZERO).is_err());
-/// # Ok::<(), lockfile::InvalidSchedule>(())
+/// assert!(lockfile::tick::Schedule::new(Duration::from_secs(420), Duration::ZERO).is_err());
+/// # Ok::<(), lockfile::tick::InvalidSchedule>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Schedule {
@@ -112,6 +112,7 @@ impl Schedule {
     humantime::format_duration(*period),
     humantime::format_duration(*offset)
 )]
+#[non_exhaustive]
 pub struct InvalidSchedule {
     /// The period asked for.
     pub period: Duration,
@@ -173,6 +174,7 @@ impl fmt::Display for Claim {
 /// the lock, so that whichever clock decides can date the start: its time
 /// now, less the time that has passed since.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct TickClaim {
     /// The job's schedule.
     pub schedule: Schedule,

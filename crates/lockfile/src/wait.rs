@@ -5,6 +5,9 @@ use std::time::{Duration, Instant};
 
 /// How long an acquire may wait while someone else holds the lock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+// Exhaustive on purpose: not at all, for ever, or until a moment covers
+// every wait.
+#[allow(clippy::exhaustive_enums)]
 pub enum Wait {
     /// Not at all: fail at once with a contention error. The default.
     #[default]
@@ -23,7 +26,7 @@ impl Wait {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lockfile::Wait;
+    /// use lockfile::wait::Wait;
     /// assert_eq!(Wait::up_to(None), Wait::Forever);
     /// assert!(matches!(Wait::up_to(Some(Duration::from_secs(1))), Wait::Until(_)));
     /// assert_eq!(Wait::up_to(Some(Duration::MAX)), Wait::Forever);

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use lockfile::{
-    Content, Error, LockGuard, LockOptions, NoRecord, ReapAction, ReapOptions, ReapReason,
-};
+use lockfile::inspect::{Content, NoRecord};
+use lockfile::reap::{ReapAction, ReapReason};
+use lockfile::{Error, LockGuard, LockOptions, ReapOptions};
 
 use crate::support::{fingerprint, lock_path, tempdir, write_aged};
 
@@ -116,7 +116,7 @@ fn a_zero_filled_file_no_longer_than_a_record_is_still_torn_and_ours() {
     let now = std::fs::read(&path).unwrap();
     assert!(now.len() < 4096, "the zeros were cut off");
     assert_eq!(
-        lockfile::decode_record(&now).unwrap().token,
+        lockfile::record::decode_record(&now).unwrap().token,
         guard.record().token
     );
 }

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use std::fs::File;
 use std::path::Path;
 
-use lockfile::{Content, Error, LockGuard, LockOptions, LockState, NoRecord};
+use lockfile::inspect::{Content, NoRecord};
+use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{
     assert_acquirable, assert_not_regular, fingerprint, lock_path, require_flock, tempdir,
@@ -197,7 +198,7 @@ fn a_torn_record_is_debris_and_the_next_acquire_replaces_it() {
     let content = std::fs::read(&path).unwrap();
     assert!(content.len() < 10_000, "the old tail was cut off");
     assert_eq!(
-        lockfile::decode_record(&content).unwrap().token,
+        lockfile::record::decode_record(&content).unwrap().token,
         guard.record().token
     );
 }

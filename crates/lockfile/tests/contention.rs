@@ -1,7 +1,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
-use lockfile::{Error, LockGuard, LockOptions, LockState, Release};
+use lockfile::record::Release;
+use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{ChildHolder, assert_acquirable, lock_path, tempdir};
 

@@ -8,7 +8,9 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::Duration;
 
-use lockfile::{Content, LockGuard, LockOptions, LockState, NoRecord, Release};
+use lockfile::inspect::{Content, NoRecord};
+use lockfile::record::Release;
+use lockfile::{LockGuard, LockOptions, LockState};
 
 use crate::support::{
     ChildHolder, FlockHolder, eventually, flock_status, lock_path, require_flock, tempdir,
@@ -352,10 +354,16 @@ fn a_descriptor_the_parent_does_not_share_is_locked_without_a_record() {
         .try_acquire_descriptor(file.as_fd())
         .unwrap();
     assert!(again.is_shared());
-    assert_eq!(lockfile::unlock_descriptor(file.as_fd()).unwrap(), None);
+    assert_eq!(
+        lockfile::descriptor::unlock_descriptor(file.as_fd()).unwrap(),
+        None
+    );
     LockGuard::try_acquire(&path).unwrap().release().unwrap();
     // Unlocking an open file that holds nothing does nothing.
-    assert_eq!(lockfile::unlock_descriptor(file.as_fd()).unwrap(), None);
+    assert_eq!(
+        lockfile::descriptor::unlock_descriptor(file.as_fd()).unwrap(),
+        None
+    );
     let bounded = LockOptions::new()
         .timeout(Duration::from_millis(10))
         .acquire_descriptor(file.as_fd())

@@ -7,7 +7,8 @@ use std::os::unix::fs::{MetadataExt, symlink};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Error, LockGuard, LockOptions, LockState, NoRecord};
+use lockfile::inspect::NoRecord;
+use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{
     ChildHolder, FlockHolder, assert_not_regular, eventually, flock_try, lock_path, require_flock,
@@ -135,7 +136,7 @@ fn inspect_dir_shows_the_directory_s_own_lock_only_while_it_is_held() {
 
     // The silence alarm is about the lock files: the directory's own row
     // raises nothing.
-    let rows = lockfile::InspectOptions::new()
+    let rows = lockfile::inspect::InspectOptions::new()
         .expect_every(Duration::from_secs(60))
         .inspect_dir(dir.path())
         .unwrap();

@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Error, EvictionRefused, LockGuard, LockOptions, LockState, Outcome, RunEnd};
+use lockfile::error::EvictionRefused;
+use lockfile::history::{Outcome, RunEnd};
+use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{
     ATTACKER, ChildHolder, VICTIM, as_user, lock_path, require_flock, require_root, tempdir,

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use lockfile::{Error, LockGuard, LockOptions, LockState, NoRecord, ReapAction, ReapOptions};
+use lockfile::inspect::NoRecord;
+use lockfile::reap::ReapAction;
+use lockfile::{Error, LockGuard, LockOptions, LockState, ReapOptions};
 
 use crate::support::{
     ChildHolder, assert_acquirable, leave_background_holder, lock_path, require_root, tempdir,
@@ -418,7 +420,7 @@ fn hostile_records_are_classified_and_replaced() {
         let guard = LockGuard::try_acquire(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let now = std::fs::read(&path).unwrap();
         assert_eq!(
-            lockfile::decode_record(&now).unwrap().token,
+            lockfile::record::decode_record(&now).unwrap().token,
             guard.record().token
         );
     }

@@ -13,10 +13,9 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use lockfile::{
-    Content, Error, InspectOptions, LockGuard, LockOptions, LockState, NoRecord, ReapAction,
-    ReapOptions,
-};
+use lockfile::inspect::{Content, InspectOptions, NoRecord};
+use lockfile::reap::ReapAction;
+use lockfile::{Error, LockGuard, LockOptions, LockState, ReapOptions};
 
 /// The longest file that may be a record of ours.
 const MAX_RECORD: usize = 64 * 1024;
@@ -24,7 +23,7 @@ const MAX_RECORD: usize = 64 * 1024;
 /// Decoding arbitrary bytes never panics, and whatever decodes is an owner
 /// record that displays, ages and re-serialises stably.
 pub(crate) fn decode_record(data: &[u8]) {
-    let Ok(record) = lockfile::decode_record(data) else {
+    let Ok(record) = lockfile::record::decode_record(data) else {
         return;
     };
     // The one-line description used in contention errors and `inspect`.
@@ -58,7 +57,7 @@ pub(crate) fn inspect_content(dir: &Path, data: &[u8]) {
         .expect_every(Duration::from_secs(1))
         .inspect(&path)
         .expect("inspect a regular file");
-    let decoded = lockfile::decode_record(data);
+    let decoded = lockfile::record::decode_record(data);
     match &decoded {
         Ok(owner) => {
             assert!(
@@ -146,7 +145,7 @@ pub(crate) fn inspect_content(dir: &Path, data: &[u8]) {
     let guard = LockGuard::try_acquire(&path).expect("acquire over content of ours");
     let token = guard.record().token;
     let content = std::fs::read(&path).unwrap();
-    let written = lockfile::decode_record(&content).expect("acquire wrote a record");
+    let written = lockfile::record::decode_record(&content).expect("acquire wrote a record");
     assert_eq!(written.token, token);
     // The last success is carried over from a previous record, never
     // invented.

@@ -80,7 +80,7 @@ fn the_corpus_holds_valid_records_and_debris() {
     let seeds = corpus("decode_record");
     let valid = seeds
         .iter()
-        .filter(|(_, d)| lockfile::decode_record(d).is_ok())
+        .filter(|(_, d)| lockfile::record::decode_record(d).is_ok())
         .count();
     assert!(valid >= 5, "only {valid} seeds decode");
     assert!(

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use lockfile::{
-    Error, LockGuard, LockOptions, LockState, Outcome, ReapAction, ReapOptions, RunEnd,
-};
+use lockfile::history::{Outcome, RunEnd};
+use lockfile::reap::ReapAction;
+use lockfile::{Error, LockGuard, LockOptions, LockState, ReapOptions};
 
 use crate::support::{lock_path, tempdir};
 
@@ -99,7 +99,7 @@ fn the_record_carries_its_promises() {
     let path = lock_path(&dir, "job.lock");
     let guard = LockOptions::new()
         .heartbeat_interval(Duration::from_secs(2))
-        .heartbeat_source(lockfile::HeartbeatSource::Command)
+        .heartbeat_source(lockfile::record::HeartbeatSource::Command)
         .max_runtime(Duration::from_millis(90_500))
         .try_acquire(&path)
         .unwrap();

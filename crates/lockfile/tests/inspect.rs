@@ -1,7 +1,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use lockfile::{InspectOptions, LockGuard, LockState};
+use lockfile::inspect::InspectOptions;
+use lockfile::{LockGuard, LockState};
 
 use crate::support::{ChildHolder, leave_background_holder, lock_path, tempdir};
 
@@ -65,7 +66,10 @@ fn a_hung_holder_is_heartbeat_silent_and_an_old_one_is_aged() {
     let kinds: Vec<_> = report.findings.iter().map(|f| f.kind()).collect();
     assert!(kinds.contains(&"heartbeat_silent"), "{kinds:?}");
     assert!(kinds.contains(&"aged"), "{kinds:?}");
-    assert_eq!(report.severity(), Some(lockfile::Severity::Critical));
+    assert_eq!(
+        report.severity(),
+        Some(lockfile::inspect::Severity::Critical)
+    );
     // The child promised a heartbeat every 60 s: by default silence is judged
     // against three intervals, so ten minutes is silent too.
     let report = lockfile::inspect(&path).unwrap();

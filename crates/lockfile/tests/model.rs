@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use lockfile::{LockGuard, LockOptions, LockReport, LockState, ReapAction, ReapOptions};
+use lockfile::reap::ReapAction;
+use lockfile::{LockGuard, LockOptions, LockReport, LockState, ReapOptions};
 use proptest::prelude::*;
 
 use crate::support::{ChildHolder, tempdir};

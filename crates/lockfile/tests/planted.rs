@@ -8,7 +8,8 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use lockfile::{Error, Finding, InspectOptions, LockGuard, LockOptions, LockState, TimeField};
+use lockfile::inspect::{Finding, InspectOptions, TimeField};
+use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{
     ATTACKER, ChildHolder, ProtectedRegularOff, as_attacker, as_user, lock_path, require_root,
@@ -99,8 +100,8 @@ fn a_last_run_in_the_future_is_reported_and_not_carried_forward() {
     let path = lock_path(&dir, "job.lock");
     let mut guard = LockGuard::try_acquire(&path).unwrap();
     guard
-        .record_outcome(lockfile::RunEnd {
-            outcome: lockfile::Outcome::Failed,
+        .record_outcome(lockfile::history::RunEnd {
+            outcome: lockfile::history::Outcome::Failed,
             exit_code: Some(1),
             signal: None,
             started_at: SystemTime::now(),
@@ -209,7 +210,7 @@ fn root_refuses_to_lock_a_planted_file() {
         .find(|f| matches!(f, Finding::PlantedFile { .. }))
         .unwrap();
     assert_eq!(finding.kind(), "planted_file");
-    assert_eq!(finding.severity(), lockfile::Severity::Warning);
+    assert_eq!(finding.severity(), lockfile::inspect::Severity::Warning);
 }
 
 #[test]

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use lockfile::{Finding, LockState};
+use lockfile::LockState;
+use lockfile::inspect::Finding;
 
 use crate::support::{ChildHolder, lock_path, tempdir};
 

@@ -1,4 +1,5 @@
-use lockfile::{LockGuard, LockState, ReapAction, ReapOptions, ReapReason};
+use lockfile::reap::{ReapAction, ReapReason};
+use lockfile::{LockGuard, LockState, ReapOptions};
 
 use crate::support::{ChildHolder, lock_path, tempdir};
 

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use lockfile::{Finding, LockState, Undecided};
+use lockfile::LockState;
+use lockfile::inspect::{Finding, Undecided};
 
 use crate::support::{ChildHolder, tempdir};
 

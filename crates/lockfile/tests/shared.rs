@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lockfile::{Content, Error, LockGuard, LockOptions, LockState, NoRecord};
+use lockfile::inspect::{Content, NoRecord};
+use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{
     ChildHolder, FlockHolder, assert_acquirable, flock_try, lock_path, require_flock, tempdir,

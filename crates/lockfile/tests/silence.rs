@@ -1,7 +1,8 @@
 //! The last success, which silence alarms (`inspect` with `expect_every`,
 //! `lockfile check`) rely on, must come from a real owner record.
 
-use lockfile::{InspectOptions, LockGuard, LockState};
+use lockfile::inspect::InspectOptions;
+use lockfile::{LockGuard, LockState};
 
 use crate::support::{lock_path, tempdir};
 

@@ -4,7 +4,8 @@
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
-use lockfile::{LockOptions, ReapAction, ReapOptions};
+use lockfile::reap::ReapAction;
+use lockfile::{LockOptions, ReapOptions};
 
 use crate::support::{ChildHolder, require_root, tempdir};
 

@@ -272,8 +272,8 @@ pub(crate) struct Thresholds {
 }
 
 impl Thresholds {
-    pub(crate) fn options(&self) -> lockfile::InspectOptions {
-        let mut opts = lockfile::InspectOptions::new();
+    pub(crate) fn options(&self) -> lockfile::inspect::InspectOptions {
+        let mut opts = lockfile::inspect::InspectOptions::new();
         if let Some(d) = self.max_age {
             opts.max_age(d);
         }

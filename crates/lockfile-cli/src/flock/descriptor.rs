@@ -33,7 +33,7 @@ impl Descriptor {
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
         let conflict = i32::from(self.conflict.unwrap_or(1));
         if self.unlock {
-            return match lockfile::unlock_descriptor(fd) {
+            return match lockfile::descriptor::unlock_descriptor(fd) {
                 Ok(_) => exit::OK,
                 Err(e) => {
                     errln!("{name}: {e}");

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use lockfile::{InspectOptions, LockReport, Severity, Status};
+use lockfile::LockReport;
+use lockfile::inspect::{InspectOptions, Severity, Status};
 
 pub(crate) mod table;
 

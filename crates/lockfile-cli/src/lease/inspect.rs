@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use lockfile::{Severity, Status};
+use lockfile::inspect::{Severity, Status};
 use lockfile_lease::{Engine, LeaseReport};
 
 use crate::cli::InspectArgs;

@@ -17,7 +17,8 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{Outcome, RunEnd, Wait};
+use lockfile::history::{Outcome, RunEnd};
+use lockfile::wait::Wait;
 use lockfile_lease::{Error, Lease, LeaseRequest, Step, StopPolicy};
 
 use crate::cli::RunArgs;

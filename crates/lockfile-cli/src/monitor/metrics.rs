@@ -44,7 +44,7 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::Outcome;
+use lockfile::history::Outcome;
 
 use crate::files;
 use crate::monitor::exposition::{self, Exposition, Family, Sample};

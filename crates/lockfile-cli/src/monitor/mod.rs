@@ -23,7 +23,8 @@ pub(crate) mod ping;
 use std::path::Path;
 use std::time::{Instant, SystemTime};
 
-use lockfile::{Outcome, Unhealthy};
+use lockfile::history::Outcome;
+use lockfile::inspect::Unhealthy;
 
 use crate::cli::MonitorArgs;
 use crate::monitor::metrics::{MetricsSink, SkipReason};

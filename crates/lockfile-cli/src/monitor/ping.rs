@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
-use lockfile::{Outcome, Unhealthy};
+use lockfile::history::Outcome;
+use lockfile::inspect::Unhealthy;
 
 use crate::monitor::capture::Capture;
 

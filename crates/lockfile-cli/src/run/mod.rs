@@ -12,7 +12,8 @@ use std::path::Path;
 
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{Error, LockGuard, LockOptions, Outcome, OwnerRecord, RunEnd};
+use lockfile::history::{Outcome, RunEnd};
+use lockfile::{Error, LockGuard, LockOptions, OwnerRecord};
 
 pub(crate) mod command;
 pub(crate) mod limits;
@@ -104,12 +105,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         // COMMAND promises to beat at least this often.
         (Some(watchdog), _) => opts
             .heartbeat_interval(watchdog)
-            .heartbeat_source(lockfile::HeartbeatSource::Command),
+            .heartbeat_source(lockfile::record::HeartbeatSource::Command),
         // COMMAND replaces us: nobody beats, nobody marks the release.
-        (None, true) => opts.release(lockfile::Release::Unrecorded),
+        (None, true) => opts.release(lockfile::record::Release::Unrecorded),
         (None, false) => opts
             .heartbeat_interval(args.heartbeat)
-            .heartbeat_source(lockfile::HeartbeatSource::Wrapper),
+            .heartbeat_source(lockfile::record::HeartbeatSource::Wrapper),
     };
     if let Some(limit) = args.max_runtime {
         opts.max_runtime(limit);
@@ -243,7 +244,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         Ok(code) => code,
         Err((code, message)) => {
             errln!("{name}: {message}");
-            monitor.finished(lockfile::Outcome::Failed, code);
+            monitor.finished(lockfile::history::Outcome::Failed, code);
             // flock(1) exits 69 (EX_UNAVAILABLE) for a command it cannot run.
             match code {
                 exit::NOT_FOUND | exit::NOT_EXECUTABLE if args.flock_compat => exit::UNAVAILABLE,

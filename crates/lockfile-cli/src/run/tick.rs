@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::{Claim, LastRun, Outcome, Schedule, TickClaim};
+use lockfile::history::{LastRun, Outcome};
+use lockfile::tick::{Claim, Schedule, TickClaim};
 
 use crate::cli::TickArgs;
 use crate::monitor::Monitor;

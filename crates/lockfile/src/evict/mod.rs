@@ -46,7 +46,7 @@
 //!    its failures in a row counted on from the history it carried.
 //!
 //! Anything that fails the judgement leaves the acquire as it would be
-//! without eviction, with the reason ([`EvictionRefused`]) in its error.
+//! without eviction, with the reason ([`EvictionRefused`](crate::error::EvictionRefused)) in its error.
 
 // The steps live in the files below, and their dependencies run one way:
 // `judge` plans from `targets`, `stop` carries the plan out and yields the
@@ -69,7 +69,7 @@ use crate::sys;
 use crate::{Error, LockOptions, Result};
 pub(crate) use eviction::Eviction;
 use judge::{DEFAULT_KILL_AFTER, Judgement, judge};
-pub use refused::EvictionRefused;
+pub(crate) use refused::EvictionRefused;
 use stop::Stop;
 
 /// How long past kill-after `try_acquire` waits for the lock of a holder it

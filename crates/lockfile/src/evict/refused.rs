@@ -172,7 +172,7 @@ pub enum EvictionRefused {
         owner_uid: u32,
     },
     /// The lock file is planted (see
-    /// [`Finding::PlantedFile`](crate::Finding::PlantedFile)): its owner
+    /// [`Finding::PlantedFile`](crate::inspect::Finding::PlantedFile)): its owner
     /// writes its record and sets its heartbeat at will, so neither says
     /// anything about a holder.
     #[error(

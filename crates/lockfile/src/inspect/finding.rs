@@ -11,6 +11,7 @@ use crate::Holder;
 /// How serious a finding is, in monitoring-plugin terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Severity {
     /// Worth a look; nothing is blocked yet.
     Warning,
@@ -42,6 +43,9 @@ impl Severity {
 /// word a check prints first, and its exit code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+// Exhaustive on purpose: the monitoring-plugin convention has these four
+// and no more, and checks map each to an exit code.
+#[allow(clippy::exhaustive_enums)]
 pub enum Status {
     /// All is well: exit 0.
     Ok,
@@ -92,7 +96,7 @@ impl fmt::Display for Severity {
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Finding {
-    /// Held for longer than [`InspectOptions::max_age`](crate::InspectOptions::max_age).
+    /// Held for longer than [`InspectOptions::max_age`](crate::inspect::InspectOptions::max_age).
     Aged {
         /// How long the lock has been held.
         #[serde(rename = "age_seconds", serialize_with = "secs")]
@@ -149,14 +153,14 @@ pub enum Finding {
         /// The filesystem type (`nfs`, `cifs`, `fuse`, ...).
         filesystem: String,
     },
-    /// [`InspectOptions::expect_every`](crate::InspectOptions::expect_every) is set but no success was ever
+    /// [`InspectOptions::expect_every`](crate::inspect::InspectOptions::expect_every) is set but no success was ever
     /// recorded in this lock file (or there is no lock file).
     NeverSucceeded {
         /// The expected period.
         #[serde(rename = "expect_every_seconds", serialize_with = "secs")]
         expect_every: Duration,
     },
-    /// The last recorded success is older than [`InspectOptions::expect_every`](crate::InspectOptions::expect_every).
+    /// The last recorded success is older than [`InspectOptions::expect_every`](crate::inspect::InspectOptions::expect_every).
     Silent {
         /// Time since the last success.
         #[serde(rename = "since_success_seconds", serialize_with = "secs")]
@@ -192,7 +196,7 @@ pub enum Finding {
     },
     /// Inspect could not tell whether the lock is held: the table did not
     /// list it, the record names a live owner, and what would settle it
-    /// could not be had (see [`Undecided`]). The state is
+    /// could not be had (see [`Undecided`](crate::inspect::Undecided)). The state is
     /// [`LockState::Undecided`](crate::LockState::Undecided), never `stale`
     /// or `free`.
     Undecided {
@@ -202,7 +206,7 @@ pub enum Finding {
     },
 }
 
-/// Which time of a lock file a [`Finding::FutureTime`] is about.
+/// Which time of a lock file a [`Finding::FutureTime`](crate::inspect::Finding::FutureTime) is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

@@ -14,7 +14,7 @@ use super::report::{LockReport, LockState};
 #[non_exhaustive]
 pub enum Unhealthy {
     /// Its heartbeat has been silent past the threshold
-    /// ([`Finding::HeartbeatSilent`]): the holder may be hung.
+    /// ([`Finding::HeartbeatSilent`](crate::inspect::Finding::HeartbeatSilent)): the holder may be hung.
     HeartbeatSilent {
         /// Time since the last heartbeat.
         silent: Duration,
@@ -22,9 +22,9 @@ pub enum Unhealthy {
         threshold: Duration,
     },
     /// It has held the lock longer than the maximum runtime it recorded
-    /// ([`Finding::Overrunning`]), or than
-    /// [`InspectOptions::max_age`](crate::InspectOptions::max_age) when one
-    /// was given ([`Finding::Aged`]).
+    /// ([`Finding::Overrunning`](crate::inspect::Finding::Overrunning)), or than
+    /// [`InspectOptions::max_age`](crate::inspect::InspectOptions::max_age) when one
+    /// was given ([`Finding::Aged`](crate::inspect::Finding::Aged)).
     Overrunning {
         /// How long it has held the lock.
         held: Duration,
@@ -32,7 +32,7 @@ pub enum Unhealthy {
         max_runtime: Duration,
     },
     /// The lock is held, but the recorded owner is dead
-    /// ([`Finding::OwnerDead`]): whatever holds it now (a process the owner
+    /// ([`Finding::OwnerDead`](crate::inspect::Finding::OwnerDead)): whatever holds it now (a process the owner
     /// started, after the owner was killed) is unsupervised.
     OwnerDead {
         /// The recorded PID.
@@ -56,7 +56,7 @@ impl LockReport {
     /// there to judge it by.
     ///
     /// The heartbeat threshold is the one the report was made with
-    /// ([`InspectOptions::stale_after`](crate::InspectOptions::stale_after),
+    /// ([`InspectOptions::stale_after`](crate::inspect::InspectOptions::stale_after),
     /// by default three times the interval the holder promised).
     pub fn unhealthy(&self) -> Option<Unhealthy> {
         if self.state != LockState::Held || self.no_record.is_some() {
@@ -124,7 +124,8 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::{Content, NoRecord, OwnerRecord};
+    use crate::OwnerRecord;
+    use crate::inspect::{Content, NoRecord};
 
     fn report(state: LockState, findings: Vec<Finding>) -> LockReport {
         let mut owner = OwnerRecord::current(Some("job"), Some(Duration::from_secs(1)));

@@ -21,6 +21,10 @@ pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};
 pub use options::InspectOptions;
 pub use report::{LockReport, LockState};
 
+// What a report is made of, described where it is defined.
+pub use crate::content::{Content, NoRecord};
+pub use crate::holder::Holder;
+
 use crate::Result;
 use open::{lock_files, open_error};
 use scan::Scan;
@@ -110,7 +114,7 @@ impl InspectOptions {
 /// A directory at the path is reported as a lock of its own, as flock(1)
 /// takes one on a directory: [`LockState::Held`] (with its holders) or
 /// [`LockState::Free`], [`no_record`](LockReport::no_record)
-/// [`NoRecord::Directory`](crate::NoRecord::Directory), and no content. To
+/// [`NoRecord::Directory`], and no content. To
 /// inspect the lock files *in* a directory, use [`inspect_dir`].
 ///
 /// # Errors
@@ -150,12 +154,12 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<LockReport> {
 /// entry reports that lock: its path is `dir`, its state
 /// [`LockState::Held`], its holders named, and its
 /// [`no_record`](LockReport::no_record)
-/// [`NoRecord::Directory`](crate::NoRecord::Directory). A directory nobody
+/// [`NoRecord::Directory`]. A directory nobody
 /// holds locked adds no entry, so the listing stays that of its lock files.
 /// That entry carries no silence finding
 /// ([`expect_every`](InspectOptions::expect_every)): it is shown so that the
 /// lock is never invisible, not as one of the lock files the alarm watches.
-/// [`reap`](crate::reap) leaves the directory alone.
+/// [`reap()`](crate::reap()) leaves the directory alone.
 ///
 /// The kernel's lock table is read once for the whole directory, and once
 /// more when a file is in doubt (a record naming a live owner on a lock the

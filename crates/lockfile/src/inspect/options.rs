@@ -11,7 +11,7 @@ use crate::OwnerRecord;
 /// use std::time::Duration;
 /// # fn main() -> Result<(), lockfile::Error> {
 /// # let dir = tempfile::tempdir().unwrap();
-/// let report = lockfile::InspectOptions::new()
+/// let report = lockfile::inspect::InspectOptions::new()
 ///     .max_age(Duration::from_secs(3600))
 ///     .expect_every(Duration::from_secs(86400))
 ///     .inspect(dir.path().join("nightly.lock"))?;
@@ -68,8 +68,8 @@ impl InspectOptions {
 /// held it, and how long ago the job last succeeded.
 impl InspectOptions {
     /// The findings about a run that has held its lock (or lease) for `age`
-    /// under `owner`'s record: [`Finding::Aged`] past
-    /// [`max_age`](InspectOptions::max_age), [`Finding::Overrunning`] past
+    /// under `owner`'s record: [`Finding::Aged`](crate::inspect::Finding::Aged) past
+    /// [`max_age`](InspectOptions::max_age), [`Finding::Overrunning`](crate::inspect::Finding::Overrunning) past
     /// the maximum runtime the owner recorded.
     ///
     /// ```
@@ -77,7 +77,7 @@ impl InspectOptions {
     /// let mut owner = lockfile::OwnerRecord::current(Some("nightly"), None);
     /// owner.max_runtime_ms = Some(60_000);
     /// let mut findings = Vec::new();
-    /// lockfile::InspectOptions::new()
+    /// lockfile::inspect::InspectOptions::new()
     ///     .judge_run(Some((&owner, Duration::from_secs(90))), None, SystemTime::now(), &mut findings);
     /// assert_eq!(findings[0].kind(), "overrunning");
     /// ```
@@ -115,7 +115,7 @@ impl InspectOptions {
         }
     }
 
-    /// [`Finding::NeverSucceeded`] or [`Finding::Silent`], when
+    /// [`Finding::NeverSucceeded`](crate::inspect::Finding::NeverSucceeded) or [`Finding::Silent`](crate::inspect::Finding::Silent), when
     /// [`expect_every`](InspectOptions::expect_every) is set.
     pub(super) fn silence_findings(
         &self,

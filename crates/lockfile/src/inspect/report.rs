@@ -14,12 +14,13 @@ use crate::{DecodeError, Holder, LastRun, OwnerRecord};
 /// The state of one lock file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum LockState {
     /// There is no file at the path.
     Absent,
     /// Nobody holds the kernel lock, and the file is empty, or its record says
     /// the lock was released cleanly, or says its release is not recorded
-    /// ([`Release::Unrecorded`](crate::Release::Unrecorded): a lock held
+    /// ([`Release::Unrecorded`](crate::record::Release::Unrecorded): a lock held
     /// through a shell's descriptor, let go by a close). The normal resting
     /// state of a lock; also a directory nobody holds locked.
     Free,
@@ -32,8 +33,8 @@ pub enum LockState {
     /// (malformed, truncated, binary, oversized). Harmless to the next acquire.
     Debris,
     /// Inspect could not tell whether the lock is held, and says so rather
-    /// than guess: a [`Finding::Undecided`] says why. Never removed by
-    /// [`reap`](crate::reap).
+    /// than guess: a [`Finding::Undecided`](crate::inspect::Finding::Undecided) says why. Never removed by
+    /// [`reap()`](crate::reap()).
     Undecided,
 }
 
@@ -101,7 +102,7 @@ pub struct LockReport {
     /// What the file holds: a record of ours, nothing, a torn record, or
     /// someone else's content. `None` when there is no file, and for a
     /// directory, whose [`no_record`](Self::no_record) says
-    /// [`NoRecord::Directory`].
+    /// [`NoRecord::Directory`](crate::inspect::NoRecord::Directory).
     pub content: Option<Content>,
     /// Why the file carries no record of its holders, when that is by
     /// design: it is a directory, they hold it shared, its content is not

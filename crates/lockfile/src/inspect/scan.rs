@@ -673,7 +673,7 @@ impl Scan<'_> {
     /// they hold it shared, its content is not ours, or every holder holds it
     /// read-only (flock(1), or `lockfile run` on a file it may not write)
     /// and so could not have written the record in the file, if any. In the
-    /// order [`NoRecord`] documents (a directory is told apart earlier).
+    /// order [`NoRecord`](crate::inspect::NoRecord) documents (a directory is told apart earlier).
     fn no_record(
         &mut self,
         doc: Option<&LockDocument>,

@@ -76,6 +76,7 @@ impl ReapOptions {
 /// What [`reap`] did with one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ReapAction {
     /// A dry run would remove it.
     WouldRemove,
@@ -97,7 +98,7 @@ impl fmt::Display for ReapAction {
 
 /// One file [`reap`] looked at. Serialises as `lockfile reap --json` prints
 /// it: `path`, `state`, `action`, `reason` (the sentence), `reason_kind`
-/// ([`ReapReason::kind`]) and `owner`.
+/// ([`ReapReason::kind`](crate::reap::ReapReason::kind)) and `owner`.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct ReapEntry {
@@ -191,7 +192,7 @@ impl ReapReport {
 /// - stale records that carry the job's last success or run history, which
 ///   silence and failure alarms need (the next acquire reuses the file
 ///   anyway);
-/// - files whose content is someone else's ([`Content::Foreign`](crate::Content::Foreign));
+/// - files whose content is someone else's ([`Content::Foreign`]);
 /// - files changed more recently than [`older_than`](ReapOptions::older_than);
 /// - symlinks and other non-regular files (never touched).
 ///

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::{DecodeError, Error, Finding, Holder, Outcome, OwnerRecord, Undecided};
 
-/// Why [`reap`](crate::reap) did what it did with one file. Its `Display` is
+/// Why [`reap()`](crate::reap()) did what it did with one file. Its `Display` is
 /// the sentence `lockfile reap` prints; [`kind`](ReapReason::kind) names the
 /// variant for JSON.
 #[derive(Debug)]

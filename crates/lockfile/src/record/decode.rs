@@ -48,7 +48,7 @@ impl LockDocument {
 
     /// Decodes the content of a file `len` bytes long (by `fstat`), of which
     /// `bytes` are the first (a bounded read). A file longer than any record
-    /// is [`DecodeError::TooLarge`] whatever its first bytes are: the bytes
+    /// is [`DecodeError::TooLarge`](crate::record::DecodeError::TooLarge) whatever its first bytes are: the bytes
     /// past the read are unseen, and may be anyone's data.
     pub(crate) fn decode_file(bytes: &[u8], len: u64) -> Result<LockDocument, DecodeError> {
         if len > MAX_RECORD_BYTES as u64 {
@@ -108,15 +108,15 @@ fn starts_like_a_record(bytes: &[u8]) -> bool {
 ///
 /// # Errors
 ///
-/// Returns a [`DecodeError`] when the bytes are not a lock document.
+/// Returns a [`DecodeError`](crate::record::DecodeError) when the bytes are not a lock document.
 ///
 /// # Examples
 ///
 /// ```
-/// let torn = lockfile::decode_record(b"{\"format\":1,\"released\":tr").unwrap_err();
+/// let torn = lockfile::record::decode_record(b"{\"format\":1,\"released\":tr").unwrap_err();
 /// assert!(torn.to_string().contains("not an owner record"));
-/// let other = lockfile::decode_record(b"12345\n").unwrap_err();
-/// assert_eq!(other, lockfile::DecodeError::Foreign);
+/// let other = lockfile::record::decode_record(b"12345\n").unwrap_err();
+/// assert_eq!(other, lockfile::record::DecodeError::Foreign);
 /// ```
 pub fn decode_record(bytes: &[u8]) -> Result<OwnerRecord, DecodeError> {
     LockDocument::decode(bytes).map(|doc| doc.owner)

@@ -30,7 +30,7 @@ pub(super) const RECORD_BLOCK: usize = 512;
 /// The whole content of a lock file: the record plus the file's own history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct LockDocument {
-    /// [`FORMAT_VERSION`] when written.
+    /// [`FORMAT_VERSION`](crate::record::FORMAT_VERSION) when written.
     pub(crate) format: u32,
     /// Set when the owner released the lock cleanly; a record that was never
     /// released but whose kernel lock is free is a dead owner's litter.
@@ -92,7 +92,7 @@ pub(crate) fn peek(bytes: &[u8]) -> Option<Peek> {
 /// whole record: one small `pwrite`, no serialisation, no allocation.
 pub(crate) const RELEASED_FLAG_OFFSET: usize = RELEASED_PREFIX.len();
 /// How every document this version writes begins; spelled from
-/// [`FORMAT_VERSION`], so a version bump moves the flag with it.
+/// [`FORMAT_VERSION`](crate::record::FORMAT_VERSION), so a version bump moves the flag with it.
 pub(super) const RELEASED_PREFIX: &str =
     concat!("{\"format\":", format_version!(), ",\"released\":");
 pub(crate) const RELEASED_TRUE: &[u8; 5] = b"true ";

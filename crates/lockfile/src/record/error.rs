@@ -11,18 +11,18 @@ pub enum DecodeError {
     Empty,
     /// The file is longer than any record this crate writes, so it is not
     /// ours, whatever its first bytes are (zeros and whitespace included):
-    /// [`Content::Foreign`](crate::Content::Foreign), never written,
+    /// [`Content::Foreign`](crate::inspect::Content::Foreign), never written,
     /// truncated or removed.
     #[error("the file holds {0} bytes or more, more than any owner record (at most {max}): not ours", max = MAX_RECORD_BYTES)]
     TooLarge(usize),
     /// The content begins as this crate writes every record but is not a
     /// whole one: torn, truncated, or zero-filled by a crash. Ours to
-    /// overwrite ([`Content::Torn`](crate::Content::Torn)).
+    /// overwrite ([`Content::Torn`](crate::inspect::Content::Torn)).
     #[error("the content is not an owner record: {0}")]
     Malformed(String),
     /// The content is not ours: some other tool's file (a script, a
     /// `Cargo.lock`, a PID file, JSON of another shape). Acquire never
-    /// writes into it and `reap` leaves it alone ([`Content::Foreign`](crate::Content::Foreign)).
+    /// writes into it and `reap` leaves it alone ([`Content::Foreign`](crate::inspect::Content::Foreign)).
     #[error("the content is not an owner record of ours (another tool's file?)")]
     Foreign,
 }

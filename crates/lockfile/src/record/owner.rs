@@ -85,7 +85,7 @@ pub struct OwnerRecord {
     // Boxed: most records have none, and every guard carries its record.
     pub evicted: Option<Box<Evicted>>,
     /// Whether the release of this lock will be marked in the record.
-    /// [`Release::Unrecorded`] for a record written on behalf of a process
+    /// [`Release::Unrecorded`](crate::record::Release::Unrecorded) for a record written on behalf of a process
     /// that holds the lock through a descriptor of its own (flock(1)'s
     /// descriptor form): it may let go by closing it, which marks nothing.
     /// Written only when unrecorded.
@@ -164,11 +164,11 @@ impl OwnerRecord {
     }
 
     /// Decodes a bare owner record, as JSON (the value of a lease's key in
-    /// etcd), rather than a lock file's whole content ([`decode_record`](crate::decode_record)).
+    /// etcd), rather than a lock file's whole content ([`decode_record`](crate::record::decode_record)).
     ///
     /// # Errors
     ///
-    /// [`DecodeError::Malformed`] when the bytes are not one.
+    /// [`DecodeError::Malformed`](crate::record::DecodeError::Malformed) when the bytes are not one.
     pub fn from_json(bytes: &[u8]) -> Result<OwnerRecord, DecodeError> {
         serde_json::from_slice(bytes).map_err(|e| DecodeError::Malformed(e.to_string()))
     }

@@ -4,8 +4,8 @@ use uuid::Uuid;
 
 use super::document::{Peek, RECORD_BLOCK, RELEASED_PREFIX};
 use super::*;
-use crate::Content;
 use crate::history::{LastRun, Outcome, RunEnd};
+use crate::inspect::Content;
 use crate::tick::Claim;
 use proptest::prelude::*;
 

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use lockfile::{HeartbeatSource, LockGuard, LockOptions};
+use lockfile::record::HeartbeatSource;
+use lockfile::{LockGuard, LockOptions};
 
 /// The environment variable that turns this test binary into a child holder.
 const CHILD_ENV: &str = "LOCKFILE_TEST_CHILD";
@@ -446,7 +447,7 @@ fn run_child(action: &str) -> i32 {
         ["unlock-fd", fd] => {
             // SAFETY: as for "lock-fd".
             let fd = unsafe { BorrowedFd::borrow_raw(fd.parse().unwrap()) };
-            match lockfile::unlock_descriptor(fd) {
+            match lockfile::descriptor::unlock_descriptor(fd) {
                 Ok(Some(owner)) => println!("outcome marked {}", owner.pid),
                 Ok(None) => println!("outcome unmarked"),
                 Err(e) => println!("outcome error {e}"),

@@ -53,7 +53,17 @@ impl ServerError {
                 }
                 (Some(db.code().code().to_owned()), message)
             }
-            None => (None, source.to_string()),
+            None => {
+                // The client's error says what it was doing; its causes say
+                // why (connection refused, a timeout).
+                let mut message = source.to_string();
+                let mut cause = std::error::Error::source(&source);
+                while let Some(e) = cause {
+                    message.push_str(&format!(": {e}"));
+                    cause = e.source();
+                }
+                (None, message)
+            }
         };
         ServerError {
             sqlstate,

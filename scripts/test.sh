@@ -14,14 +14,17 @@ root=false
 if [ "$(id -u)" -eq 0 ]; then root=true; fi
 
 # crates/lockfile-etcd generates its etcd client with protoc and tests against
-# a real etcd server; the lock tests run util-linux's flock(1), python3 for a
-# POSIX lock, and script(1) for a terminal; the metrics tests check every
+# a real etcd server; crates/lockfile-postgres tests against a real PostgreSQL
+# and a real PgBouncer (postgresql-common's pg_ctlcluster stands for the
+# server's programs, which Debian keeps off PATH); the lock tests run
+# util-linux's flock(1), python3 for a POSIX lock, and script(1) for a
+# terminal; the metrics tests check every
 # file with Prometheus's promtool and serve it through a real node_exporter;
 # binutils' readelf reads the binary's glibc symbol versions; libfaketime
 # skews the clocks of `--once-per` contenders under a lease; the tests that
 # need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
 # btrfs image.
-tools=(protoc:protobuf-compiler etcd:etcd-server flock:util-linux python3:python3 script:bsdutils
+tools=(protoc:protobuf-compiler etcd:etcd-server pg_ctlcluster:postgresql pgbouncer:pgbouncer flock:util-linux python3:python3 script:bsdutils
     promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils
     faketime:faketime)
 if $root; then
@@ -88,6 +91,13 @@ fi
 if [ "$etcd" != all ]; then
     echo "test.sh: skipping the etcd tests (listed at the end): $etcd_skip_reason" >&2
 fi
+# The PostgreSQL crate always builds (it needs no protoc); its tests and the
+# command's `--postgres` tests need the servers.
+postgres=all
+if missing_tool pg_ctlcluster >/dev/null || missing_tool pgbouncer >/dev/null; then
+    postgres=build
+    echo "test.sh: skipping the PostgreSQL tests: no PostgreSQL or PgBouncer (Debian: postgresql, pgbouncer); these tests run real servers" >&2
+fi
 cargo fmt --all -- --check
 if [ "$etcd" != none ]; then
     cargo clippy --workspace --all-targets --all-features -- -D warnings
@@ -124,18 +134,33 @@ run_tests() {
     if [ "$rc" -eq 124 ]; then echo "cargo test still ran after ${limit}s: a test hangs" >&2; fi
     if [ "$rc" -ne 0 ]; then exit "$rc"; fi
 }
+pg_exclude=()
+if [ "$postgres" != all ]; then
+    # Everything but the tests that need the servers.
+    run_tests -p lockfile-postgres --lib
+    run_tests -p lockfile-postgres --doc
+    pg_exclude=(--exclude lockfile-postgres)
+fi
 case $etcd in
-all) run_tests --workspace --all-features ;;
+all) if [ "$postgres" = all ]; then
+    run_tests --workspace --all-features
+else
+    run_tests --workspace --exclude lockfile-postgres --features lockfile-cli/etcd
+fi ;;
 build)
     # Everything but the tests that need the server: the command without its
     # `etcd` feature (which has no tests of its own but the server's), and the
     # etcd crate's unit tests, examples and doctests.
-    run_tests --workspace --exclude lockfile-etcd
+    run_tests --workspace --exclude lockfile-etcd "${pg_exclude[@]}"
     run_tests -p lockfile-etcd --lib --examples
     run_tests -p lockfile-etcd --doc
     ;;
-none) run_tests --workspace --exclude lockfile-etcd ;;
+none) run_tests --workspace --exclude lockfile-etcd "${pg_exclude[@]}" ;;
 esac
+# The command's --postgres tests, when the etcd feature could not be built.
+if [ "$postgres" = all ] && [ "$etcd" != all ]; then
+    run_tests -p lockfile-cli --features postgres --test postgres
+fi
 
 # Benchmarks never run as timed tests. CI builds them, and runs the
 # comparison once in its quick size (well under a minute), so that neither

@@ -103,6 +103,7 @@ fn main() {
         Command::Reap(args) => reap::reap(args),
         Command::Check(args) => check::check(args),
         Command::Beat => beat::beat(),
+        Command::Postgres(command) => lease::postgres::postgres(command),
         Command::Flock { args } => flock::main(args, run_translated),
     };
     std::process::exit(code);

@@ -162,21 +162,10 @@ where
 }
 
 /// Builds the runtime of one of this crate's threads (which calls it first),
-/// after blocking every signal in that thread.
-///
-/// A process-directed signal goes to any thread that does not block it. A
-/// program that takes its signals synchronously (a command wrapper waiting in
-/// `sigtimedwait` to forward SIGTERM to its child) blocks them in its own
-/// threads; were ours to accept them, SIGTERM would run its default action
-/// here and kill the whole process instead of being forwarded.
+/// after blocking every signal in that thread
+/// ([`block_signals`](lockfile_lease::block_signals) says why).
 pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
-    // SAFETY: `all` is initialised by sigfillset before use; pthread_sigmask
-    // only changes this thread's mask.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
-    }
+    lockfile_lease::block_signals();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -97,6 +97,20 @@ impl LeaseRequest {
     }
 }
 
+/// How often a waiting acquire asks the server again, for a lease of `ttl`,
+/// when the engine has no way to be told that the lease came free: a tenth
+/// of the TTL, at most a second, at least 10 ms. The next holder so starts at
+/// most this long after the lease is released.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(lockfile_lease::poll_interval(Duration::from_secs(30)), Duration::from_secs(1));
+/// assert_eq!(lockfile_lease::poll_interval(Duration::from_secs(2)), Duration::from_millis(200));
+/// ```
+pub fn poll_interval(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
 /// A server that keeps leases: etcd, PostgreSQL. Cheap to share; every call
 /// connects as it needs.
 ///

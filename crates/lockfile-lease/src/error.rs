@@ -45,6 +45,8 @@ pub enum Operation {
     Spawn,
     /// Writing how a run ended into the lease's run history key.
     RecordRun,
+    /// Creating or checking the engine's schema (tables, sequence).
+    Schema,
 }
 
 impl fmt::Display for Operation {
@@ -61,6 +63,7 @@ impl fmt::Display for Operation {
             Operation::TimeToLive => "read the lease time-to-live of",
             Operation::Spawn => "start the renewal thread for",
             Operation::RecordRun => "record the run history in",
+            Operation::Schema => "create the schema",
         })
     }
 }

@@ -61,8 +61,9 @@ mod name;
 mod policy;
 mod report;
 mod signal;
+mod thread;
 
-pub use engine::{Engine, Lease, LeaseRequest};
+pub use engine::{Engine, Lease, LeaseRequest, poll_interval};
 pub use error::{BoxError, Error, Operation, Result};
 pub use history::{History, WRITE_AFTER_DEADLINE, WRITE_AT_LEAST, write_until};
 pub use lost::LostReason;
@@ -70,3 +71,4 @@ pub use name::{MAX_NAME_LEN, check_name};
 pub use policy::{Step, StopPolicy};
 pub use report::{Holding, LeaseReport, LeaseState};
 pub use signal::{LeaseSignal, Renewals};
+pub use thread::{block_signals, on_own_thread};

@@ -310,6 +310,18 @@ mod tests {
     }
 
     #[test]
+    fn poll_says_true_only_once_the_deadline_has_passed() {
+        let start = Instant::now();
+        let renewals = crate::Renewals::new("k", Duration::from_secs(5), start);
+        assert!(!renewals.poll(start + Duration::from_secs(4)));
+        assert!(renewals.lost().is_none());
+        assert!(renewals.poll(start + Duration::from_secs(5)));
+        assert!(matches!(renewals.lost(), Some(DeadlinePassed { .. })));
+        // Once lost, always.
+        assert!(renewals.poll(start));
+    }
+
+    #[test]
     fn wait_step_wakes_when_the_lease_is_lost() {
         let s = signal(Duration::from_secs(60), Instant::now());
         let waiter = {

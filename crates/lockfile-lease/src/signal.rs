@@ -89,7 +89,7 @@ impl Shared {
     /// Declares the lease lost if its deadline has passed; true when lost.
     pub(crate) fn poll(&self, now: Instant) -> bool {
         let st = self.lock();
-        self.poll_locked(st, now).is_some()
+        self.poll_locked(st, now).is_none()
     }
 
     /// Like [`poll`](Shared::poll) on a held lock; gives the lock back unless

@@ -55,6 +55,9 @@ pub(crate) enum Command {
     /// the lock through LOCKFILE_PATH and LOCKFILE_TOKEN, and refuses (exit
     /// 1) when the lock's record is another run's.
     Beat,
+    /// Leases on PostgreSQL: print the schema, or create it.
+    #[command(subcommand)]
+    Postgres(PostgresCommand),
     /// util-linux flock(1)'s command line, as `flock ARGS` takes it (also
     /// what runs when this binary is invoked as `flock`).
     #[command(disable_help_flag = true)]
@@ -400,21 +403,79 @@ pub(crate) struct TickArgs {
 /// Leases instead of lock files: the one option that picks a lease engine,
 /// shared by `run`, `inspect` and `check`. Each engine is one option here.
 #[derive(Debug, Default, Args)]
-#[group(id = "engine", multiple = false)]
+// `multiple`: --postgres-schema goes with --postgres; one engine at a time
+// all the same (--etcd conflicts with --postgres).
+#[group(id = "engine", multiple = true)]
 pub(crate) struct EngineArgs {
     /// Leases on etcd instead of lock files: a comma-separated list of
     /// endpoint URLs (e.g. http://127.0.0.1:2379). The lock file argument is
     /// then a lease NAME (the key `lockfile/locks/NAME`). Needs a build with
     /// the `etcd` feature.
-    #[arg(long, value_name = "ENDPOINTS")]
+    #[arg(long, value_name = "ENDPOINTS", conflicts_with = "postgres")]
     pub(crate) etcd: Option<String>,
+
+    /// Leases on PostgreSQL instead of lock files: a connection URL
+    /// (postgres://USER@HOST:PORT/DB, with libpq's parameters such as
+    /// sslmode or target_session_attrs=read-write). The lock file argument
+    /// is then a lease NAME. Give the password through PGPASSWORD or
+    /// ~/.pgpass, not here: a command line is readable by every local user.
+    /// The tables come from `lockfile postgres init`. Needs a build with the
+    /// `postgres` feature.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LOCKFILE_POSTGRES_URL",
+        hide_env_values = true
+    )]
+    pub(crate) postgres: Option<String>,
+
+    /// With --postgres: the schema that holds the tables (default lockfile).
+    #[arg(long, value_name = "NAME", requires = "postgres")]
+    pub(crate) postgres_schema: Option<String>,
 }
 
 impl EngineArgs {
     /// Whether a lease engine was asked for.
     pub(crate) fn chosen(&self) -> bool {
-        self.etcd.is_some()
+        self.etcd.is_some() || self.postgres.is_some()
     }
+}
+
+/// `lockfile postgres`: the PostgreSQL engine's schema.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PostgresCommand {
+    /// Print the DDL that `init` applies (tables, sequence), and the grants
+    /// a role needs to run jobs, for a DBA to review or apply by hand.
+    Schema {
+        /// The schema that holds the tables.
+        #[arg(long, value_name = "NAME", default_value = "lockfile")]
+        postgres_schema: String,
+
+        /// The role to grant in the printed GRANT statements.
+        #[arg(long, value_name = "ROLE", default_value = "lockfile_app")]
+        role: String,
+    },
+    /// Create the schema, its sequence and its tables if missing
+    /// (idempotent, safe from several hosts at once). Needs a role that may
+    /// create them; runs never do.
+    Init {
+        /// The server (default: LOCKFILE_POSTGRES_URL).
+        #[arg(
+            value_name = "URL",
+            env = "LOCKFILE_POSTGRES_URL",
+            hide_env_values = true
+        )]
+        url: String,
+
+        /// The schema that holds the tables.
+        #[arg(long, value_name = "NAME", default_value = "lockfile")]
+        postgres_schema: String,
+
+        /// Keep every run's end this many days (default: 30 for a new
+        /// schema; unchanged for an existing one).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        history_days: Option<u32>,
+    },
 }
 
 #[cfg(test)]

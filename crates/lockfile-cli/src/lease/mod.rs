@@ -11,6 +11,7 @@ use crate::cli::EngineArgs;
 use crate::exit;
 
 pub(crate) mod inspect;
+pub(crate) mod postgres;
 pub(crate) mod run;
 
 /// The engine `args` asks for, or the status to exit with after saying why
@@ -29,12 +30,27 @@ pub(crate) fn engine(args: &EngineArgs) -> Result<Box<dyn Engine>, i32> {
             return Err(not_built("--etcd", "etcd"));
         }
     }
-    errln!("lockfile: no lease engine was chosen (--etcd)");
+    if let Some(url) = &args.postgres {
+        #[cfg(feature = "postgres")]
+        {
+            let mut engine = lockfile_postgres::LeaseOptions::new(url.clone());
+            if let Some(schema) = &args.postgres_schema {
+                engine.schema(schema.clone());
+            }
+            return Ok(Box::new(engine));
+        }
+        #[cfg(not(feature = "postgres"))]
+        {
+            let _ = url;
+            return Err(not_built("--postgres", "postgres"));
+        }
+    }
+    errln!("lockfile: no lease engine was chosen (--etcd or --postgres)");
     Err(exit::USAGE)
 }
 
 /// Says that `option` needs a build with `feature`; the usage status.
-#[cfg_attr(feature = "etcd", allow(dead_code))]
+#[cfg_attr(all(feature = "etcd", feature = "postgres"), allow(dead_code))]
 fn not_built(option: &str, feature: &str) -> i32 {
     errln!(
         "lockfile: {option} needs a build with the `{feature}` feature (cargo install --features {feature})"

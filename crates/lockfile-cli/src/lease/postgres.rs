@@ -1,0 +1,51 @@
+//! `lockfile postgres schema|init`: the PostgreSQL engine's tables, printed
+//! for a DBA or created by a role that may. A run never creates them.
+
+use crate::cli::PostgresCommand;
+
+pub(crate) fn postgres(command: PostgresCommand) -> i32 {
+    #[cfg(feature = "postgres")]
+    {
+        use crate::exit;
+        use lockfile_postgres::schema;
+        match command {
+            PostgresCommand::Schema {
+                postgres_schema,
+                role,
+            } => {
+                if let Err(e) = schema::check_schema(&postgres_schema) {
+                    errln!("lockfile: {e}");
+                    return exit::USAGE;
+                }
+                outln!("{}", schema::ddl(&postgres_schema, None));
+                outln!("-- What a role needs to run jobs (and nothing more):");
+                outln!("{}", schema::grants(&postgres_schema, &role));
+                exit::OK
+            }
+            PostgresCommand::Init {
+                url,
+                postgres_schema,
+                history_days,
+            } => {
+                let mut engine = lockfile_postgres::LeaseOptions::new(url);
+                engine.schema(postgres_schema);
+                match engine.init(history_days) {
+                    Ok(()) => exit::OK,
+                    Err(e @ lockfile_postgres::Error::InvalidOptions { .. }) => {
+                        errln!("lockfile: {e}");
+                        exit::USAGE
+                    }
+                    Err(e) => {
+                        errln!("lockfile: {e}");
+                        exit::UNAVAILABLE
+                    }
+                }
+            }
+        }
+    }
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = command;
+        super::not_built("lockfile postgres", "postgres")
+    }
+}

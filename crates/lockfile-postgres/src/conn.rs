@@ -1,0 +1,250 @@
+//! Talking to PostgreSQL: connecting, bounding every statement in time on
+//! the client (and cancelling it on the server when time runs out),
+//! retrying serialization failures, naming errors.
+//!
+//! No limit is set for the session (PgBouncer would hand it to another
+//! client): a statement is bounded here, by the time left before whatever
+//! deadline it serves.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, NoTls, Row};
+
+use crate::server::Server;
+use crate::sql::Statements;
+use crate::{ENGINE, Error, LeaseOptions, Operation, Result, ServerError};
+
+/// How many times a statement is sent when the server keeps answering
+/// 40001 or 40P01.
+const ATTEMPTS: u32 = 5;
+
+/// How long a cancel request may take: it goes over a connection of its own,
+/// and nothing waits for it.
+const CANCEL_WITHIN: Duration = Duration::from_secs(2);
+
+/// A statement's parameters, each with its declared type (unnamed
+/// statements are not described by the server first).
+pub(crate) type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
+
+/// Everything needed to (re)connect to the server about one key.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    server: Arc<Server>,
+    pub(crate) sql: Arc<Statements>,
+    key: Arc<str>,
+    pub(crate) request_timeout: Duration,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn").field("key", &self.key()).finish()
+    }
+}
+
+impl Conn {
+    pub(crate) fn new(opts: &LeaseOptions, key: &str) -> Result<Conn> {
+        let invalid = |reason: String| Error::InvalidOptions {
+            op: Operation::Connect,
+            key: key.to_owned(),
+            reason,
+        };
+        if opts.request_timeout.is_zero() {
+            return Err(invalid("the request timeout is zero".to_owned()));
+        }
+        crate::schema::check_schema(&opts.schema).map_err(invalid)?;
+        let mut server = Server::parse(&opts.url).map_err(invalid)?;
+        server.bound(opts.request_timeout);
+        Ok(Conn {
+            server: Arc::new(server),
+            sql: Arc::new(Statements::new(&opts.schema)),
+            key: key.into(),
+            request_timeout: opts.request_timeout,
+        })
+    }
+
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The same server and limits, about another key (so that errors name
+    /// the key they are about).
+    pub(crate) fn for_key(&self, key: &str) -> Conn {
+        Conn {
+            key: key.into(),
+            ..self.clone()
+        }
+    }
+
+    /// How long one call may take: the request timeout, or less when it
+    /// must end by `until`.
+    pub(crate) fn left_until(&self, until: Instant) -> Duration {
+        self.request_timeout
+            .min(until.saturating_duration_since(Instant::now()))
+    }
+
+    /// A new connection, within the request timeout.
+    pub(crate) async fn connect(&self) -> Result<Client> {
+        self.connect_within(self.request_timeout).await
+    }
+
+    /// A new connection, within `limit` (the whole start-up: TCP,
+    /// authentication, and `target_session_attrs`' check). Its socket is
+    /// driven by a task on the current runtime.
+    pub(crate) async fn connect_within(&self, limit: Duration) -> Result<Client> {
+        match tokio::time::timeout(limit, self.server.config.connect(NoTls)).await {
+            Ok(Ok((client, connection))) => {
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!(error = %e, "the PostgreSQL connection ended");
+                    }
+                });
+                Ok(client)
+            }
+            Ok(Err(e)) => Err(self.error(Operation::Connect, ServerError::new(e))),
+            Err(_) => Err(self.unanswered(Operation::Connect, limit)),
+        }
+    }
+
+    /// Sends one unnamed statement with `params` and returns its rows, all
+    /// within `limit`. A statement the server refuses with 40001 or 40P01
+    /// is sent again while time is left (a `statement_retried` event each
+    /// time); one still running when the time is up is cancelled.
+    pub(crate) async fn query(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        sql: &str,
+        params: &Params<'_>,
+    ) -> Result<Vec<Row>> {
+        let until = Instant::now() + limit;
+        let mut attempt = 1;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let e = match self
+                .bounded(client, op, limit, left, client.query_typed(sql, params))
+                .await?
+            {
+                Ok(rows) => return Ok(rows),
+                Err(e) => ServerError::new(e),
+            };
+            if !e.is_retryable() || attempt >= ATTEMPTS {
+                return Err(self.error(op, e));
+            }
+            tracing::info!(
+                name: "statement_retried",
+                event = "statement_retried",
+                key = %self.key,
+                op = ?op,
+                sqlstate = e.sqlstate().unwrap_or(""),
+                attempt,
+            );
+            attempt += 1;
+            // A little apart, so that the transactions that collided do not
+            // collide again.
+            let pause = Duration::from_millis(5 << attempt)
+                .min(until.saturating_duration_since(Instant::now()));
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// `call`, within `left` of the `limit` the caller was given; cancelled
+    /// on the server when the time is up.
+    async fn bounded<T>(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        left: Duration,
+        call: impl Future<Output = T>,
+    ) -> Result<T> {
+        match tokio::time::timeout(left, call).await {
+            Ok(answer) => Ok(answer),
+            Err(_) => {
+                // The connection may be fine and the statement merely slow
+                // (a lock wait): stop it there, not only here.
+                let token = client.cancel_token();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(CANCEL_WITHIN, token.cancel_query(NoTls)).await;
+                });
+                Err(self.unanswered(op, limit))
+            }
+        }
+    }
+
+    /// Sends statements without parameters (DDL, `BEGIN`, `COMMIT`) by the
+    /// simple protocol, within `limit`; errors are `op`'s.
+    pub(crate) async fn batch(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        sql: &str,
+    ) -> Result<()> {
+        match self
+            .bounded(client, op, limit, limit, client.batch_execute(sql))
+            .await?
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.error(op, ServerError::new(e))),
+        }
+    }
+
+    pub(crate) fn error(&self, op: Operation, source: ServerError) -> Error {
+        Error::Server {
+            engine: ENGINE,
+            op,
+            key: self.key.to_string(),
+            server: self.server.shown.clone(),
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn unanswered(&self, op: Operation, after: Duration) -> Error {
+        Error::Unanswered {
+            engine: ENGINE,
+            op,
+            key: self.key.to_string(),
+            server: self.server.shown.clone(),
+            after,
+        }
+    }
+}
+
+/// The runtime of one of this crate's threads: single-threaded, with the
+/// socket and time drivers.
+pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| spawn_error(key, e))
+}
+
+/// Runs `make()`'s future on a fresh runtime on a thread of its own (see
+/// [`on_own_thread`](lockfile_lease::on_own_thread)).
+pub(crate) fn block_on<T, F>(key: &str, make: impl FnOnce() -> F + Send) -> Result<T>
+where
+    T: Send,
+    F: Future<Output = Result<T>>,
+{
+    lockfile_lease::on_own_thread("lockfile-postgres", || {
+        let runtime = runtime(key)?;
+        let result = runtime.block_on(make());
+        // Never wait for a connection's task to wind down.
+        runtime.shutdown_background();
+        result
+    })
+    .map_err(|e| spawn_error(key, e))?
+}
+
+pub(crate) fn spawn_error(key: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        op: Operation::Spawn,
+        key: key.to_owned(),
+        source,
+    }
+}

@@ -1,0 +1,106 @@
+//! `LeaseOptions`: the builder for everything about taking a lease on
+//! PostgreSQL. Every other module reads the options, so this one depends on
+//! none of them.
+
+use std::fmt;
+use std::time::Duration;
+
+use lockfile_lease::LeaseRequest;
+
+use crate::schema::DEFAULT_SCHEMA;
+
+/// The lease TTL used when none is given: short, so that a dead holder
+/// blocks the next run for at most this long; long enough that a renewal
+/// every third of it survives a slow network and a busy server.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// How long one statement may take when no other bound is given.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Options for taking a lease on PostgreSQL; an [`Engine`](crate::Engine).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lockfile_postgres::{Engine, Lease, LeaseOptions, LeaseRequest};
+///
+/// # fn main() -> Result<(), lockfile_postgres::Error> {
+/// let engine = LeaseOptions::new("postgres://app@db.internal/jobs")
+///     .ttl(Duration::from_secs(10))
+///     .clone();
+/// let lease = engine.acquire("nightly-backup", &LeaseRequest::new().job("nightly-backup"))?;
+/// println!("fencing token {}", lease.fencing_token());
+/// lease.release()?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct LeaseOptions {
+    pub(crate) url: String,
+    pub(crate) schema: String,
+    pub(crate) ttl: Duration,
+    pub(crate) request_timeout: Duration,
+}
+
+impl fmt::Debug for LeaseOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeaseOptions")
+            // Never print the password.
+            .field("url", &crate::server::redact(&self.url))
+            .field("schema", &self.schema)
+            .field("ttl", &self.ttl)
+            .field("request_timeout", &self.request_timeout)
+            .finish()
+    }
+}
+
+impl LeaseOptions {
+    /// Options for the server at `url`: a `postgres://user@host:port/db`
+    /// URL or libpq's `host=… user=…` form, with any of libpq's parameters
+    /// (`sslmode`, `target_session_attrs=read-write`, …). What it leaves out
+    /// comes from libpq's environment, as for `psql`: `PGHOST`, `PGPORT`,
+    /// `PGUSER`, `PGDATABASE`, `PGPASSWORD`, and the password file
+    /// (`PGPASSFILE`, or `~/.pgpass`). Prefer those to a password in the
+    /// URL, which every local user can read in a command line.
+    pub fn new(url: impl Into<String>) -> LeaseOptions {
+        LeaseOptions {
+            url: url.into(),
+            schema: DEFAULT_SCHEMA.to_owned(),
+            ttl: DEFAULT_TTL,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+
+    /// The schema that holds the tables (`lockfile postgres init` creates
+    /// it). Several schemas keep separate sets of leases in one database.
+    ///
+    /// Default: [`DEFAULT_SCHEMA`](crate::schema::DEFAULT_SCHEMA), `lockfile`.
+    pub fn schema(&mut self, schema: impl Into<String>) -> &mut Self {
+        self.schema = schema.into();
+        self
+    }
+
+    /// The lease's time-to-live when the request names none: how long after
+    /// the last renewal the server keeps the lease, by its own clock, and so
+    /// how long a dead holder blocks the next one. Renewed every third of it.
+    ///
+    /// Default: [`DEFAULT_TTL`].
+    pub fn ttl(&mut self, ttl: Duration) -> &mut Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long one statement may take before it counts as failed (and is
+    /// cancelled). Renewals are held to the shorter of this and a third of
+    /// the TTL; every statement to the time left before its deadline.
+    ///
+    /// Default: [`DEFAULT_REQUEST_TIMEOUT`].
+    pub fn request_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The TTL for `request`: its own, or these options'.
+    pub(crate) fn ttl_for(&self, request: &LeaseRequest) -> Duration {
+        request.ttl.unwrap_or(self.ttl)
+    }
+}

@@ -1,0 +1,196 @@
+//! The schema: its name, its DDL (`lockfile postgres schema` prints it,
+//! `lockfile postgres init` applies it), and the grants a run needs.
+//!
+//! A run never creates anything: when hosts race, creation fails, and an
+//! application role should not need DDL rights.
+
+use std::fmt::Write as _;
+
+use crate::conn::{self, Conn};
+use crate::{LeaseOptions, Result};
+
+/// The schema that holds the tables unless told otherwise.
+pub const DEFAULT_SCHEMA: &str = "lockfile";
+
+/// How many days of run history `init` keeps unless told otherwise.
+pub const DEFAULT_HISTORY_DAYS: u32 = 30;
+
+/// The longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
+const MAX_SCHEMA_LEN: usize = 63;
+
+/// Checks that `schema` can name the schema without quoting: 1 to 63
+/// lowercase ASCII letters, digits and `_`, not starting with a digit.
+///
+/// # Errors
+///
+/// A sentence saying what is wrong with it.
+pub fn check_schema(schema: &str) -> Result<(), String> {
+    let ok = !schema.is_empty()
+        && schema.len() <= MAX_SCHEMA_LEN
+        && !schema.starts_with(|c: char| c.is_ascii_digit())
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{schema:?} cannot name the schema: use 1 to {MAX_SCHEMA_LEN} lowercase ASCII letters, digits and `_`, not starting with a digit"
+        ))
+    }
+}
+
+/// The DDL that creates the schema `schema`, idempotently, in one
+/// transaction under an advisory lock (so that two `init`s racing do not
+/// fail). With `history_days`, the run history's retention is set to it;
+/// without, it is left as it is (30 days when new).
+///
+/// `schema` must pass [`check_schema`].
+pub fn ddl(schema: &str, history_days: Option<u32>) -> String {
+    let s = schema;
+    let mut ddl = format!(
+        r"-- lockfile's PostgreSQL lease engine: schema `{s}`. Idempotent.
+BEGIN;
+-- Two inits racing would otherwise fail on each other's catalog rows.
+SELECT pg_advisory_xact_lock(7021126352043372389);
+CREATE SCHEMA IF NOT EXISTS {s};
+
+-- Fencing tokens. CACHE 1 (never more): a cached range would hand tokens
+-- out of order between sessions. NO CYCLE: a token never goes back.
+CREATE SEQUENCE IF NOT EXISTS {s}.fencing_tokens AS bigint MINVALUE 1 NO CYCLE CACHE 1;
+
+-- One row per lease name. The row outlives its holders: a release or an
+-- expiry only moves expires_at, so that every later holder takes the row
+-- over under its lock and draws its token there.
+CREATE TABLE IF NOT EXISTS {s}.leases (
+    name          text        PRIMARY KEY,
+    fencing_token bigint      NOT NULL,
+    attempt       text        NOT NULL,  -- the holder's owner-record token
+    owner         jsonb       NOT NULL,  -- the holder's owner record
+    ttl_ms        bigint      NOT NULL CHECK (ttl_ms > 0),
+    acquired_at   timestamptz NOT NULL,
+    renewed_at    timestamptz NOT NULL,
+    expires_at    timestamptz NOT NULL   -- on the server's clock
+);
+
+-- Per name: how the last run ended and the last success (a JSON document),
+-- written with a compare-and-set on version.
+CREATE TABLE IF NOT EXISTS {s}.history (
+    name       text        PRIMARY KEY,
+    version    bigint      NOT NULL CHECK (version > 0),
+    record     jsonb       NOT NULL,
+    updated_at timestamptz NOT NULL
+);
+
+-- Every run's end, kept for settings.history_days.
+CREATE TABLE IF NOT EXISTS {s}.runs (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name             text             NOT NULL,
+    started_at       timestamptz      NOT NULL,
+    finished_at      timestamptz      NOT NULL,
+    duration_seconds double precision NOT NULL,
+    outcome          text             NOT NULL,
+    exit_code        integer,
+    signal           integer,
+    consecutive_failures integer      NOT NULL,
+    host             text             NOT NULL,
+    pid              bigint           NOT NULL,
+    owner_token      text             NOT NULL,
+    fencing_token    bigint           NOT NULL,
+    recorded_at      timestamptz      NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_name_finished_at ON {s}.runs (name, finished_at);
+
+-- One row: the run history's retention, enforced as runs are written.
+CREATE TABLE IF NOT EXISTS {s}.settings (
+    only_row     boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    history_days integer NOT NULL CHECK (history_days > 0)
+);
+"
+    );
+    match history_days {
+        Some(days) => writeln!(
+            ddl,
+            "INSERT INTO {s}.settings (history_days) VALUES ({days})\n    ON CONFLICT (only_row) DO UPDATE SET history_days = EXCLUDED.history_days;"
+        ),
+        None => writeln!(
+            ddl,
+            "INSERT INTO {s}.settings (history_days) VALUES ({DEFAULT_HISTORY_DAYS}) ON CONFLICT (only_row) DO NOTHING;"
+        ),
+    }
+    .expect("writing to a String");
+    ddl.push_str("COMMIT;\n");
+    ddl
+}
+
+/// The grants a role needs to run jobs (and inspect) with schema `schema`,
+/// and nothing more: no DDL rights.
+pub fn grants(schema: &str, role: &str) -> String {
+    let s = schema;
+    format!(
+        "GRANT USAGE ON SCHEMA {s} TO {role};
+GRANT USAGE ON SEQUENCE {s}.fencing_tokens TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.history, {s}.runs, {s}.settings TO {role};
+"
+    )
+}
+
+impl LeaseOptions {
+    /// Creates the schema, its sequence and its tables if they do not exist
+    /// ([`ddl`]), as `lockfile postgres init` does. Safe to run again, and
+    /// from several hosts at once. With `history_days`, sets the run
+    /// history's retention. Needs a role that may create the schema (or
+    /// owns it); the jobs' role then needs only [`grants`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) for a bad
+    /// URL or schema name, or a server error naming its SQLSTATE.
+    pub fn init(&self, history_days: Option<u32>) -> Result<()> {
+        let conn = Conn::new(self, &self.schema)?;
+        let ddl = ddl(&self.schema, history_days);
+        conn::block_on(&self.schema, || async {
+            let client = conn.connect().await?;
+            conn.batch(
+                &client,
+                crate::Operation::Schema,
+                conn.request_timeout,
+                &ddl,
+            )
+            .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_need_no_quoting() {
+        for ok in ["lockfile", "jobs_2", "_x"] {
+            assert!(check_schema(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "Lockfile",
+            "2x",
+            "a-b",
+            "a;drop",
+            "a b",
+            &"x".repeat(64),
+        ] {
+            assert!(check_schema(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_ddl_names_the_schema_and_keeps_the_retention_unless_told() {
+        let ddl = ddl("jobs", None);
+        assert!(ddl.contains("CREATE TABLE IF NOT EXISTS jobs.leases"));
+        assert!(ddl.contains("CACHE 1"));
+        assert!(ddl.contains("VALUES (30) ON CONFLICT (only_row) DO NOTHING"));
+        assert!(super::ddl("jobs", Some(7)).contains("DO UPDATE SET history_days"));
+        assert!(grants("jobs", "app").contains("ON SEQUENCE jobs.fencing_tokens TO app"));
+    }
+}

@@ -1,0 +1,276 @@
+//! Where the server is: the connection URL, completed from libpq's
+//! environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`,
+//! `PGPASSFILE` and `~/.pgpass`), and the same URL without its password, for
+//! every message.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio_postgres::Config;
+use tokio_postgres::config::Host;
+
+/// The port PostgreSQL listens on unless told.
+const DEFAULT_PORT: u16 = 5432;
+
+/// A parsed connection string and how it is shown.
+#[derive(Clone)]
+pub(crate) struct Server {
+    pub(crate) config: Config,
+    /// The URL as given, without its password.
+    pub(crate) shown: String,
+}
+
+impl Server {
+    /// Parses `url` (a `postgres://` URL or libpq's `key=value` form) and
+    /// fills in what it leaves out from libpq's environment variables, as
+    /// `psql` would.
+    pub(crate) fn parse(url: &str) -> Result<Server, String> {
+        let shown = redact(url);
+        let mut config: Config = url
+            .parse()
+            .map_err(|e| format!("`{shown}` is not a PostgreSQL connection string: {e}"))?;
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if config.get_hosts().is_empty() {
+            config.host(env("PGHOST").unwrap_or_else(|| "localhost".to_owned()));
+        }
+        if config.get_ports().is_empty()
+            && let Some(port) = env("PGPORT").and_then(|p| p.parse().ok())
+        {
+            config.port(port);
+        }
+        if config.get_user().is_none()
+            && let Some(user) = env("PGUSER")
+        {
+            config.user(user);
+        }
+        if config.get_dbname().is_none()
+            && let Some(db) = env("PGDATABASE")
+        {
+            config.dbname(db);
+        }
+        if config.get_password().is_none() {
+            if let Some(password) = env("PGPASSWORD") {
+                config.password(password);
+            } else if let Some(password) = pgpass(&config) {
+                config.password(password);
+            }
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("lockfile");
+        }
+        Ok(Server { config, shown })
+    }
+
+    /// Sets the socket limits that the URL leaves unset: a dead peer is
+    /// noticed within `limit` (keepalives, and `tcp_user_timeout` for
+    /// unacknowledged data), and a connection attempt waits at most `limit`.
+    pub(crate) fn bound(&mut self, limit: Duration) {
+        let c = &mut self.config;
+        if c.get_connect_timeout().is_none() {
+            c.connect_timeout(limit);
+        }
+        if c.get_tcp_user_timeout().is_none() {
+            c.tcp_user_timeout(limit);
+        }
+        // tokio-postgres's default idle time is libpq's, two hours.
+        if c.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+            c.keepalives_idle((limit / 2).max(Duration::from_secs(1)));
+        }
+        if c.get_keepalives_interval().is_none() {
+            c.keepalives_interval((limit / 4).max(Duration::from_secs(1)));
+        }
+        if c.get_keepalives_retries().is_none() {
+            c.keepalives_retries(3);
+        }
+    }
+}
+
+/// `url` without its password, for messages: `user:secret@` loses
+/// `:secret`, and a `password=` parameter (URL or `key=value` form) its
+/// value.
+pub(crate) fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = scheme_end + 3;
+        let authority_end = out[rest..].find(['/', '?']).map_or(out.len(), |i| rest + i);
+        if let Some(at) = out[rest..authority_end].rfind('@') {
+            let userinfo = &out[rest..rest + at];
+            if let Some(colon) = userinfo.find(':') {
+                out.replace_range(rest + colon..rest + at, "");
+            }
+        }
+    }
+    redact_parameter(&out)
+}
+
+/// Hides the value of every `password=` parameter: `password=VALUE` in a
+/// query string (up to `&`) or in libpq's `key=value` form (up to a blank,
+/// or a quoted value).
+fn redact_parameter(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("password") {
+        let before_ok = i == 0 || matches!(rest.as_bytes()[i - 1], b'?' | b'&' | b' ' | b'\t');
+        let after = &rest[i + "password".len()..];
+        let eq = after.len() - after.trim_start().len();
+        if !before_ok || !after[eq..].starts_with('=') {
+            out.push_str(&rest[..i + "password".len()]);
+            rest = after;
+            continue;
+        }
+        out.push_str(&rest[..i]);
+        out.push_str("password=***");
+        let value = after[eq + 1..].trim_start();
+        let end = if let Some(quoted) = value.strip_prefix('\'') {
+            let mut escaped = false;
+            let close = quoted.char_indices().find(|&(_, c)| {
+                let close = c == '\'' && !escaped;
+                escaped = c == '\\' && !escaped;
+                close
+            });
+            close.map_or(value.len(), |(j, _)| j + 2)
+        } else {
+            value.find(['&', ' ', '\t']).unwrap_or(value.len())
+        };
+        rest = &value[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The password for `config` in the password file (`PGPASSFILE`, or
+/// `~/.pgpass`), as libpq looks it up: the first line whose host, port,
+/// database and user match (`*` matches anything). A file that others may
+/// read is ignored, as libpq ignores it.
+fn pgpass(config: &Config) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = match std::env::var_os("PGPASSFILE") {
+        Some(path) => PathBuf::from(path),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".pgpass"),
+    };
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    let host = match config.get_hosts().first()? {
+        Host::Tcp(host) => host.clone(),
+        Host::Unix(_) => "localhost".to_owned(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(DEFAULT_PORT)
+        .to_string();
+    let user = config.get_user()?.to_owned();
+    let db = config.get_dbname().unwrap_or(&user).to_owned();
+    pgpass_lookup(&text, [&host, &port, &db, &user])
+}
+
+/// The password of the first line of a password file matching `want`
+/// (host, port, database, user).
+fn pgpass_lookup(text: &str, want: [&str; 4]) -> Option<String> {
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .find_map(|line| {
+            let fields = split_escaped(line);
+            if fields.len() != 5 {
+                return None;
+            }
+            let matches = fields[..4]
+                .iter()
+                .zip(want)
+                .all(|(field, want)| field == "*" || field == want);
+            matches.then(|| fields[4].clone())
+        })
+}
+
+/// A password-file line's fields: split at `:`, with `\:` and `\\` escaped.
+fn split_escaped(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    fields.last_mut().expect("one field").push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut().expect("one field").push(c),
+        }
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        for (url, shown) in [
+            (
+                "postgres://app:s3cret@db:5432/jobs",
+                "postgres://app@db:5432/jobs",
+            ),
+            (
+                "postgresql://app:p%40ss@db/jobs?sslmode=require",
+                "postgresql://app@db/jobs?sslmode=require",
+            ),
+            ("postgres://app@db/jobs", "postgres://app@db/jobs"),
+            (
+                "postgres://db/jobs?user=app&password=s3cret&sslmode=require",
+                "postgres://db/jobs?user=app&password=***&sslmode=require",
+            ),
+            (
+                "host=db user=app password=s3cret dbname=jobs",
+                "host=db user=app password=*** dbname=jobs",
+            ),
+            (
+                "host=db password = 'it\\'s a \\\\ secret' dbname=jobs",
+                "host=db password=*** dbname=jobs",
+            ),
+            ("host=db passwordless=1", "host=db passwordless=1"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            assert!(!redact(url).contains("s3cret"));
+        }
+    }
+
+    #[test]
+    fn the_password_file_is_read_as_libpq_reads_it() {
+        let file =
+            "# comment\nother:5432:*:app:wrong\ndb:5432:jobs:app:right\\:1\n*:*:*:*:fallback\n";
+        assert_eq!(
+            pgpass_lookup(file, ["db", "5432", "jobs", "app"]).as_deref(),
+            Some("right:1")
+        );
+        assert_eq!(
+            pgpass_lookup(file, ["db", "6432", "jobs", "app"]).as_deref(),
+            Some("fallback")
+        );
+        assert_eq!(
+            pgpass_lookup("db:5432:jobs:app", ["db", "5432", "jobs", "app"]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_url_keeps_what_it_says() {
+        let server = Server::parse("postgres://app:pw@db:6432/jobs?application_name=x").unwrap();
+        assert_eq!(
+            server.shown,
+            "postgres://app@db:6432/jobs?application_name=x"
+        );
+        assert_eq!(server.config.get_user(), Some("app"));
+        assert_eq!(server.config.get_password(), Some(&b"pw"[..]));
+        assert_eq!(server.config.get_ports(), [6432]);
+        assert_eq!(server.config.get_application_name(), Some("x"));
+        let err = Server::parse("postgres://app:pw@db:notaport/x")
+            .err()
+            .unwrap();
+        assert!(!err.contains("pw@"), "{err}");
+    }
+}

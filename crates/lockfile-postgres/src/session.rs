@@ -1,0 +1,314 @@
+//! The lease's own thread: a single-threaded runtime that acquires, then
+//! renews every third of the TTL, until the guard asks it to release.
+//!
+//! The thread is joined when the guard is released or dropped: nothing
+//! renews a lease its guard let go.
+
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lockfile::OwnerRecord;
+use lockfile_lease::{LeaseRequest, LostReason, Renewals};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio_postgres::Client;
+use tokio_postgres::types::Type;
+
+use crate::acquire::{self, Held, column};
+use crate::conn::{self, Conn};
+use crate::{Error, LeaseSignal, Operation, Result};
+
+/// What the guard asks of its thread.
+enum Command {
+    Release(SyncSender<Result<()>>),
+}
+
+/// What the thread hands the guard once the lease is held.
+pub(crate) struct Acquired {
+    pub(crate) token: u64,
+    pub(crate) ttl: Duration,
+    pub(crate) record: OwnerRecord,
+    pub(crate) signal: LeaseSignal,
+    pub(crate) claim: Option<lockfile::tick::Claim>,
+}
+
+/// The guard's handle on its lease thread.
+#[derive(Debug)]
+pub(crate) struct Session {
+    key: String,
+    commands: UnboundedSender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Session {
+    /// Asks the thread to release the lease, waits for its answer, and joins
+    /// it. Renewal has stopped when this returns, whatever the result.
+    pub(crate) fn release(&mut self) -> Result<()> {
+        let (reply_tx, reply_rx) = sync_channel(1);
+        let result = match self.commands.send(Command::Release(reply_tx)) {
+            Ok(()) => reply_rx.recv().ok(),
+            Err(_) => None,
+        };
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        result.unwrap_or_else(|| {
+            Err(Error::Io {
+                op: Operation::Release,
+                key: self.key.clone(),
+                source: std::io::Error::other("the renewal thread had stopped"),
+            })
+        })
+    }
+}
+
+/// Starts the lease's thread, which takes the lease on `name` as `request`
+/// says and then holds it; returns once the lease is held.
+pub(crate) fn spawn(
+    conn: Conn,
+    name: &str,
+    ttl: Duration,
+    request: LeaseRequest,
+) -> Result<(Acquired, Session)> {
+    let key = conn.key().to_owned();
+    let name = name.to_owned();
+    let (ready_tx, ready_rx) = sync_channel::<Result<Acquired>>(1);
+    let (cmd_tx, cmd_rx) = unbounded_channel::<Command>();
+    let thread = std::thread::Builder::new()
+        .name("lockfile-postgres".to_owned())
+        .spawn(move || {
+            lockfile_lease::block_signals();
+            let runtime = match conn::runtime(conn.key()) {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let (held, client) = match acquire::acquire(&conn, &name, ttl, &request).await {
+                    Ok(held) => held,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let renewals = Renewals::new(conn.key(), held.ttl, held.granted_at);
+                let acquired = Acquired {
+                    token: held.token,
+                    ttl: held.ttl,
+                    record: held.record.clone(),
+                    signal: renewals.signal(),
+                    claim: held.claim.clone(),
+                };
+                // Should the caller be gone, the command channel is closed
+                // and the session releases at once.
+                let _ = ready_tx.send(Ok(acquired));
+                hold(&conn, &name, client, &held, &renewals, cmd_rx).await;
+            });
+            runtime.shutdown_background();
+        })
+        .map_err(|e| conn::spawn_error(&key, e))?;
+    let acquired = match ready_rx.recv() {
+        Ok(Ok(acquired)) => acquired,
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            return Err(e);
+        }
+        Err(_) => match thread.join() {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(()) => {
+                return Err(conn::spawn_error(
+                    &key,
+                    std::io::Error::other("the lease thread exited without acquiring"),
+                ));
+            }
+        },
+    };
+    let session = Session {
+        key,
+        commands: cmd_tx,
+        thread: Some(thread),
+    };
+    Ok((acquired, session))
+}
+
+/// Renews until the guard asks for release. After a loss it stops renewing
+/// and tries once per interval to expire the row if it is still ours, so
+/// that the next holder need not wait out the TTL.
+async fn hold(
+    conn: &Conn,
+    name: &str,
+    client: Client,
+    held: &Held,
+    renewals: &Renewals,
+    mut commands: UnboundedReceiver<Command>,
+) {
+    let interval = held.ttl / 3;
+    let mut client = Some(client);
+    let mut next = held.granted_at + interval;
+    let mut cleaned = false;
+    loop {
+        let command = tokio::select! {
+            biased;
+            command = commands.recv() => Some(command),
+            () = step(conn, name, &mut client, held, renewals, &mut next, &mut cleaned) => None,
+        };
+        let Some(command) = command else { continue };
+        // A deadline that passed unnoticed is a loss all the same.
+        renewals.poll(Instant::now());
+        let until = renewals.deadline();
+        let result = match renewals.lost() {
+            Some(reason) => {
+                if !cleaned && Instant::now() < until {
+                    let _ = release(conn, &mut client, name, held.token, until).await;
+                }
+                Err(renewals.lost_error(reason))
+            }
+            None => release(conn, &mut client, name, held.token, until).await,
+        };
+        renewals.lose(LostReason::Released);
+        if let Some(Command::Release(reply)) = command {
+            let _ = reply.send(result);
+        }
+        return;
+    }
+}
+
+/// Waits for what is due next (a renewal, the deadline, a clean-up) and
+/// does it.
+async fn step(
+    conn: &Conn,
+    name: &str,
+    client: &mut Option<Client>,
+    held: &Held,
+    renewals: &Renewals,
+    next: &mut Instant,
+    cleaned: &mut bool,
+) {
+    let interval = held.ttl / 3;
+    let lost = renewals.lost().is_some();
+    let wake = if lost {
+        *next
+    } else {
+        (*next).min(renewals.deadline())
+    };
+    tokio::time::sleep_until(wake.into()).await;
+    if !lost && renewals.poll(Instant::now()) {
+        tracing::debug!(key = %conn.key(), "the lease's deadline passed: renewals stop");
+        return;
+    }
+    if Instant::now() < *next {
+        return;
+    }
+    if lost {
+        if !*cleaned {
+            let until = Instant::now() + conn.request_timeout;
+            *cleaned = release(conn, client, name, held.token, until).await.is_ok();
+        }
+        *next = Instant::now() + interval.max(Duration::from_millis(200));
+        return;
+    }
+    // An answer slower than this is treated as none: the renewal is sent
+    // again on a fresh connection while there is still time.
+    let answer_within = conn.request_timeout.min(interval);
+    let sent = Instant::now();
+    match renew(conn, client, name, held.token, answer_within).await {
+        Ok(Some(ttl)) => {
+            renewals.renewed(sent, ttl);
+            *next = sent + interval;
+        }
+        Ok(None) => renewals.lose(LostReason::Expired),
+        Err(e) => {
+            tracing::warn!(
+                name: "renewal_failed",
+                event = "renewal_failed",
+                key = %conn.key(),
+                error = %e,
+            );
+            renewals.renewal_failed();
+            // The connection may be dead, or on a server that became read-only
+            // (25006): a new one finds the primary again.
+            *client = None;
+            *next = Instant::now() + (interval / 4).max(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The connection in `client`, or a new one within `limit`.
+async fn connection<'a>(
+    conn: &Conn,
+    client: &'a mut Option<Client>,
+    limit: Duration,
+) -> Result<&'a Client> {
+    if client.as_ref().is_none_or(Client::is_closed) {
+        *client = Some(conn.connect_within(limit).await?);
+    }
+    Ok(client.as_ref().expect("a connection"))
+}
+
+/// One renewal, all within `limit`: `Some(ttl)` when renewed, `None` when
+/// the server answered that the lease is no longer ours.
+async fn renew(
+    conn: &Conn,
+    client: &mut Option<Client>,
+    name: &str,
+    token: u64,
+    limit: Duration,
+) -> Result<Option<Duration>> {
+    let until = Instant::now() + limit;
+    let token = i64::try_from(token).unwrap_or(i64::MAX);
+    let c = connection(conn, client, limit).await?;
+    let rows = conn
+        .query(
+            c,
+            Operation::Renew,
+            conn.left_until(until),
+            &conn.sql.renew,
+            &[(&name, Type::TEXT), (&token, Type::INT8)],
+        )
+        .await?;
+    match rows.first() {
+        None => Ok(None),
+        Some(row) => {
+            let ms: i64 = column(conn, Operation::Renew, row, 0)?;
+            Ok(Some(Duration::from_millis(ms.unsigned_abs())))
+        }
+    }
+}
+
+/// Expires the lease's row if it is still ours, by `until`.
+async fn release(
+    conn: &Conn,
+    client: &mut Option<Client>,
+    name: &str,
+    token: u64,
+    until: Instant,
+) -> Result<()> {
+    let limit = conn.left_until(until);
+    if limit.is_zero() {
+        return Err(conn.unanswered(Operation::Release, limit));
+    }
+    let token_i = i64::try_from(token).unwrap_or(i64::MAX);
+    let c = connection(conn, client, limit).await?;
+    let rows = conn
+        .query(
+            c,
+            Operation::Release,
+            conn.left_until(until),
+            &conn.sql.release,
+            &[(&name, Type::TEXT), (&token_i, Type::INT8)],
+        )
+        .await;
+    if rows.is_err() {
+        *client = None;
+    }
+    tracing::info!(
+        name: "lock_released",
+        event = "lock_released",
+        key = %conn.key(),
+        fencing_token = token,
+        expired = matches!(&rows, Ok(rows) if !rows.is_empty()),
+    );
+    rows.map(drop)
+}

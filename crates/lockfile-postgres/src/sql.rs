@@ -1,0 +1,165 @@
+//! Every statement a lease sends, for one schema. Each is one statement in
+//! its own implicit transaction, sent unnamed (Parse, Bind, Execute and Sync
+//! in one batch), so that it works through PgBouncer's transaction pooling;
+//! none sets anything for the session.
+//!
+//! Every decision about time is the server's (`statement_timestamp()`,
+//! one value per statement); no client clock takes part. Every write sets
+//! `synchronous_commit` on for its own transaction (`set_config(…, true)` in
+//! the `cfg` CTE), whatever the role's or the database's default: a token
+//! handed out must survive a crash and a switch to a synchronous standby.
+
+/// The statements for one schema.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    /// $1 name, $2 attempt, $3 owner JSON, $4 TTL ms. One row: acquired,
+    /// token, owner JSON, TTL ms, remaining ms.
+    pub(crate) acquire: String,
+    /// $1 name, $2 token. A row (TTL ms) when renewed.
+    pub(crate) renew: String,
+    /// $1 name, $2 token. A row when released.
+    pub(crate) release: String,
+    /// $1 name. A row (token, owner JSON, TTL ms, remaining ms) when held.
+    pub(crate) inspect: String,
+    /// Every row: name, live, token, owner JSON, TTL ms, remaining ms.
+    pub(crate) inspect_all: String,
+    /// $1 name. A row (version, history JSON) once a run was recorded.
+    pub(crate) history: String,
+    /// Every row: name, history JSON.
+    pub(crate) history_all: String,
+    /// $1 name, $2 history JSON, $3 last run JSON, $4 host, $5 pid, $6
+    /// owner token, $7 fencing token. A row when the name had no history.
+    pub(crate) history_create: String,
+    /// As `history_create`, and $8 the version read. A row when the
+    /// version was still that one.
+    pub(crate) history_update: String,
+    /// $1 name. One row: the history's version and document (both null
+    /// without one), and the server's time, in seconds since the epoch.
+    pub(crate) history_now: String,
+    /// $1 name, $2 history JSON. A row when the name had no history.
+    pub(crate) claim_create: String,
+    /// $1 name, $2 history JSON, $3 the version read. A row when the
+    /// version was still the one read.
+    pub(crate) claim_update: String,
+}
+
+/// Sets `synchronous_commit` on for the statement's own transaction.
+const CFG: &str = "WITH cfg AS (SELECT set_config('synchronous_commit', 'on', true) AS sc)";
+
+impl Statements {
+    pub(crate) fn new(s: &str) -> Statements {
+        // Takes a row over only when its lease has expired, by the server's
+        // clock; otherwise writes it back unchanged and returns the holder.
+        // The token is drawn under the row's lock, so that a stalled
+        // contender cannot take over with an older one.
+        let take = |col: &str| {
+            format!(
+                "{col} = CASE WHEN l.expires_at <= statement_timestamp() THEN EXCLUDED.{col} ELSE l.{col} END"
+            )
+        };
+        let acquire = format!(
+            "{CFG}
+INSERT INTO {s}.leases AS l (name, fencing_token, attempt, owner, ttl_ms, acquired_at, renewed_at, expires_at)
+SELECT $1, nextval('{s}.fencing_tokens'), $2, $3::jsonb, $4,
+       statement_timestamp(), statement_timestamp(), statement_timestamp() + $4 * interval '1 millisecond'
+  FROM cfg
+ON CONFLICT (name) DO UPDATE SET
+  fencing_token = CASE WHEN l.expires_at <= statement_timestamp() THEN nextval('{s}.fencing_tokens') ELSE l.fencing_token END,
+  {}, {}, {}, {}, {}, {}
+RETURNING l.attempt = $2, l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}",
+            take("attempt"),
+            take("owner"),
+            take("ttl_ms"),
+            take("acquired_at"),
+            take("renewed_at"),
+            take("expires_at"),
+        );
+        let renew = format!(
+            "{CFG}
+UPDATE {s}.leases l SET renewed_at = statement_timestamp(),
+       expires_at = statement_timestamp() + l.ttl_ms * interval '1 millisecond'
+  FROM cfg
+ WHERE l.name = $1 AND l.fencing_token = $2 AND l.expires_at > statement_timestamp()
+RETURNING l.ttl_ms"
+        );
+        // The row stays, expired: the next holder takes it over and draws
+        // its token under the row's lock.
+        let release = format!(
+            "{CFG}
+UPDATE {s}.leases l SET expires_at = statement_timestamp()
+  FROM cfg
+ WHERE l.name = $1 AND l.fencing_token = $2 AND l.expires_at > statement_timestamp()
+RETURNING l.fencing_token"
+        );
+        let inspect = format!(
+            "SELECT l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}
+  FROM {s}.leases l WHERE l.name = $1 AND l.expires_at > statement_timestamp()"
+        );
+        let inspect_all = format!(
+            "SELECT l.name, l.expires_at > statement_timestamp(), l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}
+  FROM {s}.leases l ORDER BY l.name"
+        );
+        let history = format!("SELECT version, record::text FROM {s}.history WHERE name = $1");
+        let history_all = format!("SELECT name, record::text FROM {s}.history ORDER BY name");
+        // The run goes into `runs` only if the head moved; old runs of the
+        // name go at the same time.
+        let runs = |head: &str| {
+            format!(
+                "{CFG},
+head AS ({head}),
+pruned AS (
+  DELETE FROM {s}.runs WHERE name = $1 AND finished_at < statement_timestamp()
+     - COALESCE((SELECT history_days FROM {s}.settings), 30) * interval '1 day'
+)
+INSERT INTO {s}.runs (name, started_at, finished_at, duration_seconds, outcome, exit_code, signal,
+                      consecutive_failures, host, pid, owner_token, fencing_token, recorded_at)
+SELECT $1, (r->>'started_at')::timestamptz, (r->>'finished_at')::timestamptz,
+       (r->>'duration_seconds')::float8, r->>'outcome', (r->>'exit_code')::int4, (r->>'signal')::int4,
+       (r->>'consecutive_failures')::int4, $4, $5, $6, $7, statement_timestamp()
+  FROM head, (SELECT $3::jsonb AS r) AS run
+RETURNING id"
+            )
+        };
+        let history_create = runs(&format!(
+            "INSERT INTO {s}.history (name, version, record, updated_at)
+         SELECT $1, 1, $2::jsonb, statement_timestamp() FROM cfg
+         ON CONFLICT (name) DO NOTHING RETURNING version"
+        ));
+        let history_update = runs(&format!(
+            "UPDATE {s}.history SET version = version + 1, record = $2::jsonb, updated_at = statement_timestamp()
+         FROM cfg WHERE name = $1 AND version = $8 RETURNING version"
+        ));
+        let history_now = format!(
+            "SELECT h.version, h.record::text, extract(epoch FROM statement_timestamp())::float8
+  FROM (SELECT 1) AS one LEFT JOIN {s}.history h ON h.name = $1"
+        );
+        let claim_create = format!(
+            "INSERT INTO {s}.history (name, version, record, updated_at)
+SELECT $1, 1, $2::jsonb, statement_timestamp()
+ON CONFLICT (name) DO NOTHING RETURNING version"
+        );
+        let claim_update = format!(
+            "UPDATE {s}.history SET version = version + 1, record = $2::jsonb, updated_at = statement_timestamp()
+ WHERE name = $1 AND version = $3 RETURNING version"
+        );
+        Statements {
+            acquire,
+            history_now,
+            claim_create,
+            claim_update,
+            renew,
+            release,
+            inspect,
+            inspect_all,
+            history,
+            history_all,
+            history_create,
+            history_update,
+        }
+    }
+}
+
+/// What is left of a lease's TTL, in milliseconds, as the server counts it
+/// now.
+const REMAINING: &str =
+    "GREATEST(0, extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::int8";

@@ -1,0 +1,138 @@
+//! What PostgreSQL (or the way to it) answered, as the source of the lease
+//! layer's [`Error::Server`](crate::Error::Server): the SQLSTATE first, so
+//! that one line says what went wrong.
+
+use std::fmt;
+
+/// SQLSTATE 42P01, `undefined_table`: the tables are missing.
+pub const UNDEFINED_TABLE: &str = "42P01";
+/// SQLSTATE 3F000, `invalid_schema_name`: the schema is missing.
+pub const INVALID_SCHEMA_NAME: &str = "3F000";
+/// SQLSTATE 28P01, `invalid_password`.
+pub const INVALID_PASSWORD: &str = "28P01";
+/// SQLSTATE 25006, `read_only_sql_transaction`: a standby, or a demoted
+/// primary. Counts as an unreachable server: the lease is wherever the
+/// primary is.
+pub const READ_ONLY: &str = "25006";
+/// SQLSTATE 40001, `serialization_failure`: retried.
+pub const SERIALIZATION_FAILURE: &str = "40001";
+/// SQLSTATE 40P01, `deadlock_detected`: retried.
+pub const DEADLOCK_DETECTED: &str = "40P01";
+/// SQLSTATE 42501, `insufficient_privilege`.
+pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+
+/// An error from PostgreSQL or from the connection to it, with its SQLSTATE
+/// when the server answered. Find it as the `source` of
+/// [`Error::Server`](crate::Error::Server):
+///
+/// ```
+/// # fn f(e: lockfile_postgres::Error) {
+/// use lockfile_postgres::{Error, ServerError};
+/// if let Error::Server { source, .. } = &e
+///     && let Some(server) = source.downcast_ref::<ServerError>()
+///     && server.sqlstate() == Some(lockfile_postgres::sqlstate::UNDEFINED_TABLE)
+/// {
+///     eprintln!("run `lockfile postgres init` first");
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct ServerError {
+    sqlstate: Option<String>,
+    message: String,
+    source: tokio_postgres::Error,
+}
+
+impl ServerError {
+    pub(crate) fn new(source: tokio_postgres::Error) -> ServerError {
+        let (sqlstate, message) = match source.as_db_error() {
+            Some(db) => {
+                let mut message = format!("{}: {}", db.severity(), db.message());
+                if let Some(detail) = db.detail() {
+                    message.push_str(&format!(" ({detail})"));
+                }
+                (Some(db.code().code().to_owned()), message)
+            }
+            None => {
+                // The client's error says what it was doing; its causes say
+                // why (connection refused, a timeout).
+                let mut message = source.to_string();
+                let mut cause = std::error::Error::source(&source);
+                while let Some(e) = cause {
+                    message.push_str(&format!(": {e}"));
+                    cause = e.source();
+                }
+                (None, message)
+            }
+        };
+        ServerError {
+            sqlstate,
+            message,
+            source,
+        }
+    }
+
+    /// The SQLSTATE the server answered with, if it answered (see the
+    /// constants in [`sqlstate`](crate::sqlstate)).
+    pub fn sqlstate(&self) -> Option<&str> {
+        self.sqlstate.as_deref()
+    }
+
+    /// Whether the server could not be used at all: no connection, a lost
+    /// one, a server shutting down or starting, or one that is read-only
+    /// (25006, a standby or a demoted primary). A renewal that fails so
+    /// reconnects.
+    pub fn is_unreachable(&self) -> bool {
+        match self.sqlstate() {
+            None => true,
+            Some(code) => {
+                code == READ_ONLY
+                    || code.starts_with("08")
+                    || code.starts_with("57P")
+                    || code == "53300"
+            }
+        }
+    }
+
+    /// Whether the statement may succeed if sent again as is (40001,
+    /// 40P01).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.sqlstate(),
+            Some(SERIALIZATION_FAILURE | DEADLOCK_DETECTED)
+        )
+    }
+}
+
+/// The SQLSTATE in a lease-layer error from this engine, if the server
+/// answered one.
+pub fn of(e: &crate::Error) -> Option<&str> {
+    match e {
+        crate::Error::Server { source, .. } => source.downcast_ref::<ServerError>()?.sqlstate(),
+        _ => None,
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(code) = &self.sqlstate {
+            write!(f, "SQLSTATE {code}: ")?;
+        }
+        f.write_str(&self.message)?;
+        match self.sqlstate() {
+            Some(UNDEFINED_TABLE | INVALID_SCHEMA_NAME) => f.write_str(
+                "; create the tables with `lockfile postgres init URL` (`lockfile postgres schema` prints them)",
+            ),
+            Some(INSUFFICIENT_PRIVILEGE) => f.write_str(
+                "; the role needs USAGE on the schema and its sequence, and SELECT, INSERT, UPDATE and DELETE on its tables",
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}

@@ -1,0 +1,299 @@
+//! A real PostgreSQL (and, on demand, a real PgBouncer in transaction
+//! pooling mode) of the test's own: a private data directory, loopback
+//! ports, password authentication. Both refuse to run as root, so as root
+//! they run as the unprivileged uid 65534. Stopped when dropped.
+//!
+//! Shared by the engine's tests and the command's (through `#[path]`): std
+//! and tempfile only.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The superuser the tests connect as, and its password.
+pub const USER: &str = "lease";
+pub const PASSWORD: &str = "s3cret-pw";
+
+/// The uid and gid the servers run as when the tests run as root.
+const UNPRIVILEGED: &str = "65534";
+
+pub struct Postgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    pub port: u16,
+    bouncer: Option<Bouncer>,
+}
+
+struct Bouncer {
+    port: u16,
+    pid_file: PathBuf,
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a loopback port")
+        .port()
+}
+
+/// Where PostgreSQL's server programs are: the newest
+/// /usr/lib/postgresql/*/bin (Debian), or the directory of `pg_ctl` on PATH.
+fn bin_dir() -> PathBuf {
+    let mut debian: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|p| p.join("initdb").is_file())
+        .collect();
+    debian.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    if let Some(dir) = debian.pop() {
+        return dir;
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+        .expect(
+            "these tests run a real PostgreSQL, and no initdb was found: install it \
+             (Debian and Ubuntu: `apt-get install postgresql pgbouncer`) and run the tests again",
+        )
+}
+
+/// `program` as the servers' user: itself, or uid 65534 under root.
+fn as_server_user(program: &Path) -> Command {
+    if is_root() {
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            &format!("--reuid={UNPRIVILEGED}"),
+            &format!("--regid={UNPRIVILEGED}"),
+            "--clear-groups",
+        ])
+        .arg(program);
+        cmd
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(mut cmd: Command, what: &str) -> Output {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+impl Postgres {
+    /// Starts a server with these extra settings (`name=value`).
+    pub fn start_with(settings: &[&str]) -> Postgres {
+        let bin = bin_dir();
+        let dir = tempfile::Builder::new()
+            .prefix("lockfile-pg")
+            .tempdir()
+            .expect("a temporary directory");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+            .expect("open the directory to the server's user");
+        let pwfile = dir.path().join("pw");
+        std::fs::write(&pwfile, PASSWORD).unwrap();
+        std::fs::set_permissions(&pwfile, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut initdb = as_server_user(&bin.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(dir.path().join("data"))
+            .args([
+                "-U",
+                USER,
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
+            .arg(format!("--pwfile={}", pwfile.display()))
+            .args(["-E", "UTF8", "--no-sync", "--no-instructions"]);
+        run(initdb, "initdb");
+        let mut conf = String::from(
+            "listen_addresses = '127.0.0.1'\nfsync = off\nmax_connections = 300\nshared_buffers = 16MB\nlog_min_messages = warning\n",
+        );
+        conf.push_str(&format!(
+            "unix_socket_directories = '{}'\n",
+            dir.path().display()
+        ));
+        for s in settings {
+            let (name, value) = s.split_once('=').expect("name=value");
+            conf.push_str(&format!("{name} = '{value}'\n"));
+        }
+        let auto = dir.path().join("data/postgresql.auto.conf");
+        let mut existing = std::fs::read_to_string(&auto).unwrap_or_default();
+        existing.push_str(&conf);
+        std::fs::write(&auto, existing).unwrap();
+        let mut pg = Postgres {
+            dir,
+            bin,
+            port: 0,
+            bouncer: None,
+        };
+        for _ in 0..5 {
+            pg.port = free_port();
+            if pg.try_start() {
+                return pg;
+            }
+        }
+        panic!("PostgreSQL did not start: {}", pg.log());
+    }
+
+    /// Starts a server with the default settings.
+    pub fn start() -> Postgres {
+        Postgres::start_with(&[])
+    }
+
+    fn pg_ctl(&self) -> Command {
+        let mut cmd = as_server_user(&self.bin.join("pg_ctl"));
+        cmd.arg("-D").arg(self.dir.path().join("data"));
+        cmd
+    }
+
+    fn try_start(&self) -> bool {
+        let mut cmd = self.pg_ctl();
+        cmd.arg("-l")
+            .arg(self.dir.path().join("pg.log"))
+            .args(["-w", "-t", "60", "-o"])
+            .arg(format!("-p {}", self.port))
+            .arg("start");
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("pg.log")).unwrap_or_default()
+    }
+
+    /// The URL of the server itself, as the superuser.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://{USER}:{PASSWORD}@127.0.0.1:{}/postgres",
+            self.port
+        )
+    }
+
+    /// The URL through PgBouncer in transaction pooling mode (started on
+    /// first use).
+    pub fn bouncer_url(&mut self) -> String {
+        if self.bouncer.is_none() {
+            self.bouncer = Some(self.start_bouncer());
+        }
+        let port = self.bouncer.as_ref().expect("a bouncer").port;
+        format!("postgres://{USER}:{PASSWORD}@127.0.0.1:{port}/leases")
+    }
+
+    fn start_bouncer(&self) -> Bouncer {
+        let dir = self.dir.path();
+        let program = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .expect(
+                "these tests run a real PgBouncer: install it (Debian: apt-get install pgbouncer)",
+            );
+        std::fs::write(
+            dir.join("userlist.txt"),
+            format!("\"{USER}\" \"{PASSWORD}\"\n"),
+        )
+        .unwrap();
+        for _ in 0..5 {
+            let port = free_port();
+            let pid_file = dir.join("pgbouncer.pid");
+            let ini = dir.join("pgbouncer.ini");
+            std::fs::write(
+                &ini,
+                format!(
+                    "[databases]\nleases = host=127.0.0.1 port={pg} dbname=postgres\n\n\
+                     [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
+                     auth_type = scram-sha-256\nauth_file = {users}\npool_mode = transaction\n\
+                     default_pool_size = 20\nmax_client_conn = 2000\nlogfile = {log}\npidfile = {pid}\n\
+                     server_reset_query =\n",
+                    pg = self.port,
+                    users = dir.join("userlist.txt").display(),
+                    log = dir.join("pgbouncer.log").display(),
+                    pid = pid_file.display(),
+                ),
+            )
+            .unwrap();
+            let mut cmd = as_server_user(&program);
+            cmd.arg("-d").arg(&ini);
+            let started = cmd.stdin(Stdio::null()).status().is_ok_and(|s| s.success());
+            let until = Instant::now() + Duration::from_secs(10);
+            while started && Instant::now() < until {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Bouncer { port, pid_file };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!(
+            "PgBouncer did not start: {}",
+            std::fs::read_to_string(dir.join("pgbouncer.log")).unwrap_or_default()
+        );
+    }
+
+    /// Runs SQL as the superuser with psql; returns its unaligned output.
+    pub fn psql(&self, sql: &str) -> String {
+        let mut cmd = Command::new(self.bin.join("psql"));
+        cmd.args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d"])
+            .arg(self.url())
+            .arg("-c")
+            .arg(sql);
+        let out = run(cmd, &format!("psql -c {sql:?}"));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Stops the server (fast shutdown: every connection is closed).
+    pub fn stop(&self) {
+        let mut cmd = self.pg_ctl();
+        cmd.args(["-m", "fast", "-w", "stop"]);
+        run(cmd, "pg_ctl stop");
+    }
+
+    /// Starts the stopped server again on the same port.
+    pub fn start_again(&self) {
+        assert!(
+            self.try_start(),
+            "PostgreSQL did not restart: {}",
+            self.log()
+        );
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        if let Some(bouncer) = &self.bouncer
+            && let Ok(pid) = std::fs::read_to_string(&bouncer.pid_file)
+        {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        let mut cmd = self.pg_ctl();
+        cmd.args(["-m", "immediate", "-w", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let _ = cmd.status();
+    }
+}

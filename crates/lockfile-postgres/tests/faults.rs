@@ -1,0 +1,166 @@
+//! Real faults against a real PostgreSQL: a terminated backend, a server
+//! restart short and long, a black-holed network. Assertions are about
+//! order (the holder's belief ends before anyone else's begins) and bounds
+//! with generous margins, never exact timings.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::engine;
+use common::pg::Postgres;
+use common::proxy::Proxy;
+use lockfile::wait::Wait;
+use lockfile_postgres::{Engine, LeaseRequest, LostReason};
+
+fn request() -> LeaseRequest {
+    LeaseRequest::new().job("fault")
+}
+
+/// Waits until `done` or `limit`; true when done.
+fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    done()
+}
+
+#[test]
+fn a_terminated_backend_is_replaced_and_the_lease_kept() {
+    let pg = Postgres::start();
+    let ttl = Duration::from_secs(3);
+    let engine = engine(&pg.url(), ttl);
+    let lease = engine.acquire("terminated", &request()).unwrap();
+    let signal = lease.signal();
+    let killed = pg.psql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE application_name = 'lockfile' AND pid <> pg_backend_pid()",
+    );
+    assert_eq!(killed, "1", "the holder's one connection");
+    let terminated_at = Instant::now();
+    // Two renewals later, on a new connection.
+    assert!(
+        within(ttl * 3, || signal.last_renewal() > terminated_at
+            && signal.failed_renewals() == 0),
+        "no renewal after the backend was terminated: {signal:?}"
+    );
+    std::thread::sleep(ttl / 2);
+    assert!(signal.check().is_ok(), "{signal:?}");
+    let report = engine.inspect("terminated").unwrap();
+    assert_eq!(report.fencing_token, Some(lease.fencing_token()));
+    lease.release().unwrap();
+}
+
+#[test]
+fn a_short_server_restart_keeps_the_lease() {
+    let mut pg = Postgres::start();
+    let ttl = Duration::from_secs(9);
+    for url in [pg.url(), pg.bouncer_url()] {
+        let engine = engine(&url, ttl);
+        let lease = engine.acquire("restarted", &request()).unwrap();
+        let signal = lease.signal();
+        // Down for less than a third of the TTL.
+        let stopped_at = Instant::now();
+        pg.stop();
+        pg.start_again();
+        let down = stopped_at.elapsed();
+        eprintln!("the server was down for {down:?} (TTL {ttl:?})");
+        assert!(
+            within(ttl, || signal.last_renewal() > stopped_at + down),
+            "no renewal after the restart: {signal:?}"
+        );
+        assert!(signal.check().is_ok(), "{signal:?}");
+        let token = lease.fencing_token();
+        assert_eq!(
+            engine.inspect("restarted").unwrap().fencing_token,
+            Some(token)
+        );
+        lease.release().unwrap();
+    }
+}
+
+#[test]
+fn a_long_server_restart_loses_the_lease_by_its_deadline() {
+    let pg = Postgres::start();
+    let ttl = Duration::from_secs(2);
+    let engine = engine(&pg.url(), ttl);
+    let lease = engine.acquire("down", &request()).unwrap();
+    let signal = lease.signal();
+    pg.stop();
+    let reason = signal
+        .wait_lost(ttl * 3)
+        .expect("lost while the server is down");
+    assert!(
+        matches!(reason, LostReason::DeadlinePassed { .. }),
+        "{reason}"
+    );
+    assert!(signal.lost_at().unwrap() >= signal.deadline());
+    pg.start_again();
+    let err = lease.release().unwrap_err();
+    assert!(err.is_lost(), "{err}");
+    // The row expires on the server's clock: the next holder gets it.
+    let next = engine
+        .acquire("down", &request().wait(Wait::up_to(Some(ttl * 3))))
+        .unwrap();
+    assert!(next.fencing_token() > 0);
+}
+
+#[test]
+fn behind_a_black_hole_the_holder_declares_the_loss_by_its_deadline_and_before_the_next_holder() {
+    let pg = Postgres::start();
+    let ttl = Duration::from_secs(2);
+    let proxy = Proxy::start(&format!("127.0.0.1:{}", pg.port));
+    let through = pg.url().replace(
+        &format!("127.0.0.1:{}", pg.port),
+        proxy.endpoint().trim_start_matches("http://"),
+    );
+    let holder = engine(&through, ttl);
+    let direct = engine(&pg.url(), ttl);
+    let lease = holder.acquire("holed", &request()).unwrap();
+    let signal = lease.signal();
+    std::thread::sleep(ttl / 2);
+    let cut_at = Instant::now();
+    proxy.blackhole();
+    let contender = std::thread::spawn(move || {
+        let lease = direct
+            .acquire(
+                "holed",
+                &request().wait(Wait::up_to(Some(Duration::from_secs(20)))),
+            )
+            .unwrap();
+        (Instant::now(), lease.fencing_token())
+    });
+    let reason = signal
+        .wait_lost(ttl * 3)
+        .expect("lost behind the black hole");
+    let lost_at = signal.lost_at().unwrap();
+    assert!(
+        matches!(reason, LostReason::DeadlinePassed { .. }),
+        "{reason}"
+    );
+    assert!(lost_at >= signal.deadline());
+    assert!(
+        lost_at - cut_at <= ttl + Duration::from_secs(1),
+        "{:?}",
+        lost_at - cut_at
+    );
+    let (acquired_at, token) = contender.join().unwrap();
+    assert!(
+        acquired_at > signal.deadline(),
+        "the next holder began before our deadline"
+    );
+    assert!(token > lease.fencing_token());
+    eprintln!(
+        "black hole: loss declared {:?} after the cut, the next holder {:?} after it",
+        lost_at - cut_at,
+        acquired_at - cut_at
+    );
+    // The release asks nothing of a server past the deadline: it returns.
+    let released = Instant::now();
+    assert!(lease.release().unwrap_err().is_lost());
+    assert!(released.elapsed() < Duration::from_secs(3));
+}

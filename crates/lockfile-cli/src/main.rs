@@ -95,6 +95,18 @@ fn main() {
     // module: a lease and a file lock share COMMAND's supervision, the
     // monitoring and the table layout, nothing else. `check` tells them
     // apart itself.
+    let engine = match &cli.command {
+        Command::Run(args) => Some(&args.engine),
+        Command::Inspect(args) => Some(&args.engine),
+        Command::Check(args) => Some(&args.engine),
+        _ => None,
+    };
+    if engine.is_some_and(|e| e.postgres_schema.is_some() && e.postgres_url().is_none()) {
+        errln!(
+            "lockfile: --postgres-schema needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL"
+        );
+        std::process::exit(exit::USAGE);
+    }
     let code = match cli.command {
         Command::Run(args) if args.engine.chosen() => lease::run::run(args),
         Command::Inspect(args) if args.engine.chosen() => lease::inspect::inspect(&args),

@@ -277,6 +277,30 @@ fn the_url_comes_from_the_environment_and_the_schema_can_be_named() {
         .env("LOCKFILE_POSTGRES_URL", pg.url())
         .bounded_output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // An explicit --etcd wins over the variable; a schema without
+    // PostgreSQL is a usage error.
+    let out = lockfile()
+        .args([
+            "run",
+            "--etcd",
+            "http://127.0.0.1:1",
+            "-n",
+            "etcdjob",
+            "true",
+        ])
+        .env("LOCKFILE_POSTGRES_URL", pg.url())
+        .bounded_output();
+    assert_ne!(code(&out), 0);
+    assert!(
+        !stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+    let out = lockfile()
+        .args(["run", "--postgres-schema", "jobs", "x.lock", "true"])
+        .env_remove("LOCKFILE_POSTGRES_URL")
+        .bounded_output();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
     assert_eq!(pg.psql("SELECT count(*) FROM jobs.runs"), "1");
     let schema = lockfile()
         .args(["postgres", "schema", "--postgres-schema", "jobs"])

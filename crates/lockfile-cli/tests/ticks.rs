@@ -36,29 +36,33 @@ fn a_failed_run_uses_up_its_tick() {
 #[test]
 fn check_alarms_on_missed_ticks() {
     let dir = tempfile::tempdir().unwrap();
-    let lock = dir.path().join("missed.lock");
-    let lock = lock.to_str().unwrap();
-    let check = |extra: &[&str]| {
+    let lock = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let check = |period: &str, lock: &str| {
         lockfile()
-            .args(["check", "--json", "--once-per", "1s"])
-            .args(extra)
-            .arg(lock)
+            .args(["check", "--json", "--once-per", period, lock])
             .bounded_output()
     };
+    let run = |period: &str, lock: &str| {
+        let out = lockfile()
+            .args(["run", "--once-per", period, lock, "true"])
+            .bounded_output();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    };
     // No tick ever finished: critical, and no --expect-every is needed.
-    let out = check(&[]);
+    let hourly = lock("hourly.lock");
+    let out = check("1h", &hourly);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["verdicts"][0]["kind"], "missed_ticks", "{json}");
-    // A tick ran just now: fine.
-    let ran = lockfile()
-        .args(["run", "--once-per", "1s", lock, "true"])
-        .bounded_output();
-    assert_eq!(code(&ran), 0, "{}", stderr(&ran));
-    assert_eq!(code(&check(&[])), 0);
-    // Five seconds later, ticks were missed: at most 3 listed, and a count.
+    // The tick ran: fine for the next hour and a half.
+    run("1h", &hourly);
+    assert_eq!(code(&check("1h", &hourly)), 0);
+    // A tick of a second, five seconds ago: ticks were missed since, at
+    // most 3 listed, and a count.
+    let fast = lock("fast.lock");
+    run("1s", &fast);
     std::thread::sleep(std::time::Duration::from_secs(5));
-    let out = check(&[]);
+    let out = check("1s", &fast);
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let message = json["verdicts"][0]["message"].as_str().unwrap();
@@ -67,7 +71,7 @@ fn check_alarms_on_missed_ticks() {
         "{message}"
     );
     assert_eq!(
-        message.matches("Z").count(),
+        message.matches('Z').count(),
         4,
         "the last finished one and 3 missed: {message}"
     );

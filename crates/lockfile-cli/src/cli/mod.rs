@@ -419,25 +419,35 @@ pub(crate) struct EngineArgs {
     /// sslmode or target_session_attrs=read-write). The lock file argument
     /// is then a lease NAME. Give the password through PGPASSWORD or
     /// ~/.pgpass, not here: a command line is readable by every local user.
-    /// The tables come from `lockfile postgres init`. Needs a build with the
-    /// `postgres` feature.
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "LOCKFILE_POSTGRES_URL",
-        hide_env_values = true
-    )]
+    /// The tables come from `lockfile postgres init`. Without --postgres
+    /// (and without --etcd), LOCKFILE_POSTGRES_URL gives the URL. Needs a
+    /// build with the `postgres` feature.
+    #[arg(long, value_name = "URL")]
     pub(crate) postgres: Option<String>,
 
-    /// With --postgres: the schema that holds the tables (default lockfile).
-    #[arg(long, value_name = "NAME", requires = "postgres")]
+    /// With PostgreSQL: the schema that holds the tables (default lockfile).
+    #[arg(long, value_name = "NAME")]
     pub(crate) postgres_schema: Option<String>,
 }
 
 impl EngineArgs {
     /// Whether a lease engine was asked for.
     pub(crate) fn chosen(&self) -> bool {
-        self.etcd.is_some() || self.postgres.is_some()
+        self.etcd.is_some() || self.postgres_url().is_some()
+    }
+
+    /// The PostgreSQL URL: `--postgres`, or LOCKFILE_POSTGRES_URL when no
+    /// engine option was given (as LOCKFILE_METRICS_DIR stands for
+    /// --metrics-dir). An explicit --etcd wins over the variable, so that a
+    /// crontab may set it for most jobs and give one job etcd.
+    pub(crate) fn postgres_url(&self) -> Option<String> {
+        self.postgres.clone().or_else(|| {
+            self.etcd
+                .is_none()
+                .then(|| std::env::var("LOCKFILE_POSTGRES_URL").ok())
+                .flatten()
+                .filter(|url| !url.is_empty())
+        })
     }
 }
 

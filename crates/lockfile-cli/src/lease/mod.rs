@@ -30,7 +30,7 @@ pub(crate) fn engine(args: &EngineArgs) -> Result<Box<dyn Engine>, i32> {
             return Err(not_built("--etcd", "etcd"));
         }
     }
-    if let Some(url) = &args.postgres {
+    if let Some(url) = &args.postgres_url() {
         #[cfg(feature = "postgres")]
         {
             let mut engine = lockfile_postgres::LeaseOptions::new(url.clone());

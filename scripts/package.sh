@@ -6,7 +6,8 @@
 # held to `--help`, the completions loaded, the example units verified with
 # that root's own systemd-analyze, then `dpkg --purge` and nothing left behind.
 #
-# The .deb lands in TARGET/debian/ (TARGET: cargo's target directory).
+# The .deb lands in TARGET/debian/ (TARGET: cargo's target directory),
+# with a lockfile-dbgsym .ddeb of the binary's debug symbols.
 # Building needs no root; the clean-root test does (debootstrap, chroot): as
 # any other user the script builds and checks the .deb, then says out loud
 # that it skipped the test.
@@ -80,9 +81,11 @@ bash -c 'source "$1" && complete -p lockfile >/dev/null' bash "$docs/lockfile.ba
 gzip -9n --keep "$docs/lockfile.1"
 phase "man page and completions"
 
-deb=$(cargo deb -p lockfile-cli --quiet --output "$target/debian")
-deb=$(tail -n 1 <<<"$deb")
-echo "package.sh: built $deb"
+# It prints the path of each file it made: the .deb, and the .ddeb of the
+# debug symbols.
+built=$(cargo deb -p lockfile-cli --quiet --output "$target/debian")
+deb=$(grep '\.deb$' <<<"$built")
+echo "package.sh: built $built"
 phase "release build and cargo deb"
 
 # The package as dpkg sees it: its relations, and every file it must carry.

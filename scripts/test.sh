@@ -166,9 +166,26 @@ fi
 # comparison once in its quick size (well under a minute), so that neither
 # rots. It needs the release `lockfile` binary for its whole-process rows.
 cargo bench -p lockfile-bench --no-run
-cargo build --release -p lockfile-cli
+# The release binary is the package's (its lease engines on), so that
+# scripts/package.sh below finds it built.
+if [ "$etcd" != none ]; then
+    cargo build --release -p lockfile-cli --features etcd,postgres
+else
+    cargo build --release -p lockfile-cli
+fi
 cargo run --release -p lockfile-bench --bin compare -- --quick
 echo "test.sh: the figures above are reported, never enforced: a MISSED target is a number to read (see BENCHMARKS.md), not a failure"
+
+# The Debian package: built with its lease engines and tested in a clean
+# Debian 12 root made with debootstrap (packaging/README.md). It needs root;
+# a cold run adds a release build with that feature, debootstrap's download
+# and, once per machine, the install of cargo-deb.
+package_skip_reason=
+if $root; then
+    scripts/package.sh
+else
+    package_skip_reason="scripts/package.sh (the Debian package in a clean Debian root) needs root"
+fi
 
 # Every test that did not run, and why: out loud, never a silent pass.
 ignored=$(awk '
@@ -188,7 +205,7 @@ for target in $(grep -o '(tests/[a-z_]*\.rs)' <<<"$ignored" | sort -u | tr -d '(
         ignored=${ignored//"($target)"/"(${crates[0]})"}
     fi
 done
-if [ -n "$ignored" ] || [ "$etcd" != all ]; then
+if [ -n "$ignored" ] || [ "$etcd" != all ] || [ -n "$package_skip_reason" ]; then
     echo
     echo "test.sh: passed, but these tests were skipped:"
     if [ -n "$ignored" ]; then
@@ -211,5 +228,8 @@ if [ -n "$ignored" ] || [ "$etcd" != all ]; then
         if [ "$etcd" = none ]; then
             echo "  and the unit tests, examples and doctests of crates/lockfile-etcd"
         fi
+    fi
+    if [ -n "$package_skip_reason" ]; then
+        echo "not run: $package_skip_reason"
     fi
 fi

@@ -1,4 +1,10 @@
 //! The command line, in flock(1)'s spelling where flock(1) has a spelling.
+//!
+//! The workspace's documentation generator (`crates/lockfile-docgen`)
+//! compiles this module as it is, to make the man page and the shell
+//! completions from the very definition that prints `--help`: it may use
+//! nothing of the command but `crate::exit`, beside clap, humantime and the
+//! library.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -9,6 +9,8 @@
 
 mod descriptor;
 mod doc;
+#[cfg(test)]
+mod tests;
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;

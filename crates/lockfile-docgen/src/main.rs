@@ -1,0 +1,67 @@
+//! Makes the `lockfile` command's man page and its bash, zsh and fish
+//! completions from the command's own clap definition, at packaging time:
+//!
+//! ```text
+//! lockfile-docgen OUT_DIR
+//! ```
+//!
+//! writes `OUT_DIR/lockfile.1`, `OUT_DIR/lockfile.bash`, `OUT_DIR/_lockfile`
+//! and `OUT_DIR/lockfile.fish` (`scripts/package.sh` runs it).
+//!
+//! The definition is not copied: this tool compiles the command's files as
+//! they are (`cli/`, `exit.rs` and the `flock` personality's `doc.rs`), so
+//! the page and the completions cannot drift from `--help`, and the
+//! `lockfile` binary itself carries no generator (its size and start-up are
+//! budgets its users feel).
+
+// The command's definition, compiled as it is. Its fields are read by the
+// command, not here.
+#[allow(dead_code)]
+#[path = "../../lockfile-cli/src/cli/mod.rs"]
+mod cli;
+// The exit statuses, for the man page's EXIT STATUS and for the definition
+// (`-E`'s default).
+#[allow(dead_code)]
+#[path = "../../lockfile-cli/src/exit.rs"]
+mod exit;
+// The `flock` personality's options, as its `--help` prints them.
+#[path = "../../lockfile-cli/src/flock/doc.rs"]
+mod flock;
+
+mod completions;
+mod man;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    let (Some(out), None) = (args.next(), args.next()) else {
+        eprintln!("usage: lockfile-docgen OUT_DIR");
+        return ExitCode::from(64);
+    };
+    match write_all(Path::new(&out)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lockfile-docgen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes the page and the completions into `out` (created if missing).
+fn write_all(out: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| format!("failed to create `{}`: {e}", out.display()))?;
+    let mut files: Vec<(PathBuf, Vec<u8>)> = vec![(out.join("lockfile.1"), man::page())];
+    for (name, script) in completions::all() {
+        files.push((out.join(name), script));
+    }
+    for (path, content) in files {
+        std::fs::write(&path, content)
+            .map_err(|e| format!("failed to write `{}`: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -163,9 +163,9 @@ where
 
 /// Builds the runtime of one of this crate's threads (which calls it first),
 /// after blocking every signal in that thread
-/// ([`block_signals`](lockfile_lease::block_signals) says why).
+/// ([`block_signals`](lockfile_lease::thread::block_signals) says why).
 pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
-    lockfile_lease::block_signals();
+    lockfile_lease::thread::block_signals();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

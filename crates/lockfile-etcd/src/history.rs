@@ -15,7 +15,7 @@ use std::time::Instant;
 use etcd_client::{Client, Compare, CompareOp, KeyValue, Txn, TxnOp, TxnOpResponse};
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
-use lockfile_lease::History;
+use lockfile_lease::history::History;
 
 use crate::conn::Conn;
 use crate::{Error, Operation, Result};

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use etcd_client::{Client, GetOptions, KeyValue, LeaseTimeToLiveOptions};
 use lockfile::inspect::InspectOptions;
-use lockfile_lease::{History, Holding, LeaseReport};
+use lockfile_lease::LeaseReport;
+use lockfile_lease::history::History;
+use lockfile_lease::report::Holding;
 
 use crate::conn::{self, Conn};
 use crate::key::{history_name_of, name_of};

@@ -26,7 +26,7 @@ pub const HISTORY_PREFIX: &str = "lockfile/history/";
 
 /// The etcd key for a lease name: [`KEY_PREFIX`] and the name.
 ///
-/// The name must pass [`check_name`](lockfile_lease::check_name): 1 to
+/// The name must pass [`check_name`](lockfile_lease::name::check_name): 1 to
 /// [`MAX_NAME_LEN`](crate::MAX_NAME_LEN) ASCII letters, digits and `-` `_` `.` `:` `@`.
 ///
 /// # Errors
@@ -42,7 +42,7 @@ pub const HISTORY_PREFIX: &str = "lockfile/history/";
 /// # Ok::<(), lockfile_etcd::Error>(())
 /// ```
 pub fn key_for(name: &str) -> Result<String> {
-    lockfile_lease::check_name(name)?;
+    lockfile_lease::name::check_name(name)?;
     Ok(format!("{KEY_PREFIX}{name}"))
 }
 

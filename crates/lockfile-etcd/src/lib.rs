@@ -138,10 +138,13 @@ mod session;
 pub use guard::LeaseGuard;
 pub use key::{HISTORY_PREFIX, KEY_PREFIX, history_key_for, key_for};
 // The lease layer's types, which this crate implements.
-pub use lockfile_lease::{
-    BoxError, Engine, Error, History, Lease, LeaseReport, LeaseRequest, LeaseSignal, LeaseState,
-    LostReason, MAX_NAME_LEN, Operation, Renewals, Result, Step, StopPolicy,
-};
+pub use lockfile_lease::error::{BoxError, LostReason, Operation};
+pub use lockfile_lease::history::History;
+pub use lockfile_lease::name::MAX_NAME_LEN;
+pub use lockfile_lease::policy::{Step, StopPolicy};
+pub use lockfile_lease::report::LeaseState;
+pub use lockfile_lease::signal::Renewals;
+pub use lockfile_lease::{Engine, Error, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
 pub use options::{DEFAULT_ENDPOINT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 
 /// This engine's name in reports, messages and metrics.

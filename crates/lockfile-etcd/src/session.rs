@@ -239,7 +239,7 @@ async fn hold(
                 if let Some(Command::Record(end, reply)) = command {
                     // On a task of its own, so that renewals go on being
                     // applied while it waits on etcd.
-                    let until = lockfile_lease::write_until(
+                    let until = lockfile_lease::history::write_until(
                         shared.deadline(),
                         Instant::now(),
                         history.request_timeout,

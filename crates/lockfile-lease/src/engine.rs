@@ -104,8 +104,8 @@ impl LeaseRequest {
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(lockfile_lease::poll_interval(Duration::from_secs(30)), Duration::from_secs(1));
-/// assert_eq!(lockfile_lease::poll_interval(Duration::from_secs(2)), Duration::from_millis(200));
+/// assert_eq!(lockfile_lease::engine::poll_interval(Duration::from_secs(30)), Duration::from_secs(1));
+/// assert_eq!(lockfile_lease::engine::poll_interval(Duration::from_secs(2)), Duration::from_millis(200));
 /// ```
 pub fn poll_interval(ttl: Duration) -> Duration {
     (ttl / 10).clamp(Duration::from_millis(10), Duration::from_secs(1))
@@ -131,7 +131,7 @@ pub trait Engine: fmt::Debug + Send + Sync {
     ///
     /// With `request.tick`, the lease is taken only together with a claim
     /// on the run's tick, in one atomic step on the name's run history
-    /// ([`History::claimed`](crate::History::claimed), decided on the
+    /// ([`History::claimed`](crate::history::History::claimed), decided on the
     /// engine's clock: the server's when it has one, else the local one).
     ///
     /// # Errors
@@ -169,7 +169,7 @@ pub trait Engine: fmt::Debug + Send + Sync {
 /// Holding a lease is a belief with an expiry date: pass
 /// [`fencing_token`](Lease::fencing_token) to every resource the work
 /// changes, and stop the work by the [`deadline`](Lease::deadline)
-/// ([`LeaseSignal::wait_step`] with a [`StopPolicy`](crate::StopPolicy)).
+/// ([`LeaseSignal::wait_step`] with a [`StopPolicy`](crate::policy::StopPolicy)).
 pub trait Lease: fmt::Debug + Send + Sync {
     /// The lease name.
     fn name(&self) -> &str;
@@ -201,7 +201,7 @@ pub trait Lease: fmt::Debug + Send + Sync {
 
     /// Records how this run ended in the lease's run history, with the
     /// engine's compare-and-set, within
-    /// [`write_until`](crate::write_until) of the deadline. Returns the run
+    /// [`write_until`](crate::history::write_until) of the deadline. Returns the run
     /// written. Call it before [`release`](Lease::release).
     ///
     /// # Errors

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use lockfile::OwnerRecord;
 
-use crate::LostReason;
+pub use crate::lost::LostReason;
 use crate::lost::millis;
 
 /// A `Result` whose error is this crate's [`Error`].
@@ -227,7 +227,7 @@ impl Error {
     }
 
     /// The error for a decision that refuses a run its tick
-    /// ([`History::claimed`](crate::History::claimed)) on `key`, given the
+    /// ([`History::claimed`](crate::history::History::claimed)) on `key`, given the
     /// claim the name keeps; `None` for a decision to run.
     pub fn refused_tick(
         key: &str,

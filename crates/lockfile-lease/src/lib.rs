@@ -20,24 +20,25 @@
 //! server:
 //!
 //! - **The deadline.** An engine's renewal thread reports each renewal to
-//!   [`Renewals`]: the deadline is the *send* time of the last renewal that
+//!   [`Renewals`](crate::signal::Renewals): the deadline is the *send* time of the last renewal that
 //!   succeeded plus the TTL, on the monotonic clock. A server keeps a lease
 //!   at least a TTL after the renewal it received, which is no earlier than
 //!   when it was sent, so the lease cannot lapse on the server before the
 //!   holder's deadline. [`LeaseSignal`] tells the holder's threads.
-//! - **The stop policy.** [`StopPolicy`] and [`Step`]: ask the work to stop
+//! - **The stop policy.** [`StopPolicy`](crate::policy::StopPolicy) and [`Step`](crate::policy::Step): ask the work to stop
 //!   `grace` before the deadline, kill it just before it.
 //! - **The run history.** [`History`]: how the last run ended and the last
 //!   success, as one JSON document per name that outlives the lease. The
 //!   engine only stores it, with a compare-and-set.
 //! - **The report.** [`LeaseReport`], one JSON shape for every engine, with
 //!   findings judged as a lock file's are (`overrunning`, `silent`, …).
-//! - **Names and errors.** [`check_name`] and one [`Error`] enum naming the
+//! - **Names and errors.** [`check_name`](crate::name::check_name) and one [`Error`] enum naming the
 //!   operation, the key and the server.
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use lockfile_lease::{Renewals, Step, StopPolicy};
+//! use lockfile_lease::policy::{Step, StopPolicy};
+//! use lockfile_lease::signal::Renewals;
 //!
 //! // An engine's renewal thread, granted a 9 s lease just now:
 //! let renewals = Renewals::new("lockfile/locks/nightly", Duration::from_secs(9), Instant::now());
@@ -53,22 +54,23 @@
 // The owner record comes from the core crate, which is Unix-only.
 #![cfg(unix)]
 
-mod engine;
-mod error;
-mod history;
+pub mod engine;
+pub mod error;
+pub mod history;
 mod lost;
-mod name;
-mod policy;
-mod report;
-mod signal;
-mod thread;
+pub mod name;
+pub mod policy;
+pub mod report;
+pub mod signal;
+pub mod thread;
 
-pub use engine::{Engine, Lease, LeaseRequest, poll_interval};
-pub use error::{BoxError, Error, Operation, Result};
-pub use history::{History, WRITE_AFTER_DEADLINE, WRITE_AT_LEAST, write_until};
-pub use lost::LostReason;
-pub use name::{MAX_NAME_LEN, check_name};
-pub use policy::{Step, StopPolicy};
-pub use report::{Holding, LeaseReport, LeaseState};
-pub use signal::{LeaseSignal, Renewals};
-pub use thread::{block_signals, on_own_thread};
+// The root: what code that drives any engine needs. The rest lives in the
+// modules above.
+pub use engine::{Engine, Lease, LeaseRequest};
+pub use error::{Error, Result};
+pub use report::LeaseReport;
+pub use signal::LeaseSignal;
+
+// Inside the crate, every type by its short name.
+pub(crate) use history::History;
+pub(crate) use lost::LostReason;

@@ -21,9 +21,9 @@ pub const MAX_NAME_LEN: usize = 200;
 /// # Examples
 ///
 /// ```
-/// assert!(lockfile_lease::check_name("nightly-backup").is_ok());
-/// assert!(lockfile_lease::check_name("../etc").is_err());
-/// assert!(lockfile_lease::check_name("").is_err());
+/// assert!(lockfile_lease::name::check_name("nightly-backup").is_ok());
+/// assert!(lockfile_lease::name::check_name("../etc").is_err());
+/// assert!(lockfile_lease::name::check_name("").is_err());
 /// ```
 pub fn check_name(name: &str) -> Result<()> {
     let invalid = |reason: String| Error::InvalidName {

@@ -103,7 +103,7 @@ impl Step {
 }
 
 impl LeaseSignal {
-    /// [`StopPolicy::for_ttl`] with this lease's TTL.
+    /// [`StopPolicy::for_ttl`](crate::policy::StopPolicy::for_ttl) with this lease's TTL.
     pub fn default_policy(&self) -> StopPolicy {
         StopPolicy::for_ttl(self.ttl())
     }
@@ -128,7 +128,8 @@ impl LeaseSignal {
     ///
     /// ```no_run
     /// use std::time::{Duration, Instant};
-    /// use lockfile_lease::{Lease, Step};
+    /// use lockfile_lease::Lease;
+    /// use lockfile_lease::policy::Step;
     ///
     /// fn run_under(lease: &dyn Lease) -> std::io::Result<()> {
     ///     let signal = lease.signal();
@@ -312,7 +313,7 @@ mod tests {
     #[test]
     fn poll_says_true_only_once_the_deadline_has_passed() {
         let start = Instant::now();
-        let renewals = crate::Renewals::new("k", Duration::from_secs(5), start);
+        let renewals = crate::signal::Renewals::new("k", Duration::from_secs(5), start);
         assert!(!renewals.poll(start + Duration::from_secs(4)));
         assert!(renewals.lost().is_none());
         assert!(renewals.poll(start + Duration::from_secs(5)));

@@ -162,7 +162,8 @@ impl Shared {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use lockfile_lease::{LostReason, Renewals};
+/// use lockfile_lease::error::LostReason;
+/// use lockfile_lease::signal::Renewals;
 ///
 /// // An engine made this when it took the lease; a holder gets the signal.
 /// let renewals = Renewals::new("lockfile/locks/reindex", Duration::from_secs(10), Instant::now());

@@ -1,14 +1,15 @@
 //! Taking a lease: one statement that inserts the lease's row, or takes
 //! over a row whose lease has expired by the server's clock, and returns
 //! either our new token or the holder. A blocking acquire asks again every
-//! [`poll_interval`](lockfile_lease::poll_interval).
+//! [`poll_interval`](lockfile_lease::engine::poll_interval).
 
 use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
 use lockfile::tick::{Claim, TickClaim};
 use lockfile::wait::Wait;
-use lockfile_lease::{History, LeaseRequest};
+use lockfile_lease::LeaseRequest;
+use lockfile_lease::history::History;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Row};
 
@@ -67,7 +68,7 @@ pub(crate) async fn acquire(
         Wait::Until(until) => Some(until),
         Wait::No | Wait::Forever => None,
     };
-    let poll = lockfile_lease::poll_interval(ttl);
+    let poll = lockfile_lease::engine::poll_interval(ttl);
     let mut client: Option<Client> = None;
     let mut owner = None;
     let mut waiting = false;

@@ -225,13 +225,13 @@ pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
 }
 
 /// Runs `make()`'s future on a fresh runtime on a thread of its own (see
-/// [`on_own_thread`](lockfile_lease::on_own_thread)).
+/// [`on_own_thread`](lockfile_lease::thread::on_own_thread)).
 pub(crate) fn block_on<T, F>(key: &str, make: impl FnOnce() -> F + Send) -> Result<T>
 where
     T: Send,
     F: Future<Output = Result<T>>,
 {
-    lockfile_lease::on_own_thread("lockfile-postgres", || {
+    lockfile_lease::thread::on_own_thread("lockfile-postgres", || {
         let runtime = runtime(key)?;
         let result = runtime.block_on(make());
         // Never wait for a connection's task to wind down.

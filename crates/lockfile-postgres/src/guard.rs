@@ -106,9 +106,9 @@ impl Lease for LeaseGuard {
     /// Writes the run into the `history` document (compare-and-set on its
     /// version) and the `runs` table, pruning runs older than the retention,
     /// on a connection of its own, within
-    /// [`write_until`](lockfile_lease::write_until) of the deadline.
+    /// [`write_until`](lockfile_lease::history::write_until) of the deadline.
     fn record_outcome(&self, end: RunEnd) -> Result<LastRun> {
-        let until = lockfile_lease::write_until(
+        let until = lockfile_lease::history::write_until(
             self.signal.deadline(),
             Instant::now(),
             self.history.request_timeout,

@@ -14,7 +14,7 @@ use std::time::Instant;
 use lockfile::OwnerRecord;
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
-use lockfile_lease::History;
+use lockfile_lease::history::History;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Row};
 

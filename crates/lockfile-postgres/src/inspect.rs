@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use lockfile::inspect::InspectOptions;
-use lockfile_lease::{History, Holding, LeaseReport};
+use lockfile_lease::LeaseReport;
+use lockfile_lease::history::History;
+use lockfile_lease::report::Holding;
 use tokio_postgres::Row;
 use tokio_postgres::types::Type;
 

@@ -5,7 +5,7 @@ use crate::Result;
 
 /// The key of the lease `name` in schema `schema`:
 /// `SCHEMA.leases/NAME`. The name must pass
-/// [`check_name`](lockfile_lease::check_name).
+/// [`check_name`](lockfile_lease::name::check_name).
 ///
 /// # Errors
 ///
@@ -18,7 +18,7 @@ use crate::Result;
 /// # Ok::<(), lockfile_postgres::Error>(())
 /// ```
 pub fn key_for(schema: &str, name: &str) -> Result<String> {
-    lockfile_lease::check_name(name)?;
+    lockfile_lease::name::check_name(name)?;
     Ok(format!("{}/{name}", table_key(schema)))
 }
 
@@ -28,7 +28,7 @@ pub fn key_for(schema: &str, name: &str) -> Result<String> {
 ///
 /// As [`key_for`].
 pub fn history_key_for(schema: &str, name: &str) -> Result<String> {
-    lockfile_lease::check_name(name)?;
+    lockfile_lease::name::check_name(name)?;
     Ok(format!("{schema}.history/{name}"))
 }
 

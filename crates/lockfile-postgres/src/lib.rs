@@ -39,7 +39,7 @@
 //!   taken over only `WHEN expires_at <= statement_timestamp()`). It returns
 //!   either our token and TTL, or the holder's record and token:
 //!   [`Error::Contended`]. A waiting acquire asks again every
-//!   [`poll_interval`](lockfile_lease::poll_interval) (at most a second).
+//!   [`poll_interval`](lockfile_lease::engine::poll_interval) (at most a second).
 //! - **The fencing token** comes from the sequence `SCHEMA.fencing_tokens`
 //!   (`CACHE 1`, `NO CYCLE`), drawn inside the takeover while the row is
 //!   locked, so a stalled contender can never take over with an older
@@ -121,10 +121,13 @@ pub mod sqlstate;
 pub use guard::LeaseGuard;
 pub use key::{history_key_for, key_for};
 // The lease layer's types, which this crate implements.
-pub use lockfile_lease::{
-    BoxError, Engine, Error, History, Lease, LeaseReport, LeaseRequest, LeaseSignal, LeaseState,
-    LostReason, MAX_NAME_LEN, Operation, Renewals, Result, Step, StopPolicy,
-};
+pub use lockfile_lease::error::{BoxError, LostReason, Operation};
+pub use lockfile_lease::history::History;
+pub use lockfile_lease::name::MAX_NAME_LEN;
+pub use lockfile_lease::policy::{Step, StopPolicy};
+pub use lockfile_lease::report::LeaseState;
+pub use lockfile_lease::signal::Renewals;
+pub use lockfile_lease::{Engine, Error, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
 pub use options::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 pub use sqlstate::ServerError;
 

@@ -9,7 +9,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
-use lockfile_lease::{LeaseRequest, LostReason, Renewals};
+use lockfile_lease::LeaseRequest;
+use lockfile_lease::error::LostReason;
+use lockfile_lease::signal::Renewals;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
@@ -77,7 +79,7 @@ pub(crate) fn spawn(
     let thread = std::thread::Builder::new()
         .name("lockfile-postgres".to_owned())
         .spawn(move || {
-            lockfile_lease::block_signals();
+            lockfile_lease::thread::block_signals();
             let runtime = match conn::runtime(conn.key()) {
                 Ok(runtime) => runtime,
                 Err(e) => {

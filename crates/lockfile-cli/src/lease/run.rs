@@ -19,7 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::history::{Outcome, RunEnd};
 use lockfile::wait::Wait;
-use lockfile_lease::{Error, Lease, LeaseRequest, Step, StopPolicy};
+use lockfile_lease::policy::{Step, StopPolicy};
+use lockfile_lease::{Error, Lease, LeaseRequest};
 
 use crate::cli::RunArgs;
 use crate::exit;

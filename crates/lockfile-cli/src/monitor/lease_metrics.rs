@@ -10,7 +10,8 @@
 
 use std::collections::HashSet;
 
-use lockfile_lease::{LeaseReport, LeaseState};
+use lockfile_lease::LeaseReport;
+use lockfile_lease::report::LeaseState;
 
 use crate::monitor::exposition::{self, Exposition, Family};
 use crate::monitor::lock_metrics::{ACQUIRED, FINDING, HOLDER, INSPECT_ERROR, LAST_SUCCESS, STATE};

@@ -1115,40 +1115,12 @@ fn four_contenders_on_a_lease_run_each_tick_once() {
 /// a real tick runs more than once. What the docs say, shown.
 #[test]
 fn on_etcd_clocks_skewed_past_half_a_period_run_a_tick_twice() {
-    let faketime = Command::new("faketime").arg("--version").output();
-    assert!(
-        faketime.is_ok(),
-        "this test needs libfaketime: install it (Debian: apt-get install faketime)"
-    );
+    common::ticks::require_faketime();
     let etcd = Etcd::start();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("runs.log");
     let args = ["--etcd", &etcd.endpoint, "--ttl", "2", "skewed"];
-    // The second contender's clock is 20 s behind, the third's 20 s ahead;
-    // the monotonic clock, which the lease's deadline runs on, is left alone.
-    let skew = |i: usize| {
-        match i {
-            1 => vec![
-                "env",
-                "FAKETIME_DONT_FAKE_MONOTONIC=1",
-                "faketime",
-                "-f",
-                "-20",
-            ],
-            2 => vec![
-                "env",
-                "FAKETIME_DONT_FAKE_MONOTONIC=1",
-                "faketime",
-                "-f",
-                "+20",
-            ],
-            _ => Vec::new(),
-        }
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
-    };
-    let (by_real, by_claimed) = common::ticks::fire(3, &args, skew, &log);
+    let (by_real, by_claimed) = common::ticks::fire(3, &args, common::ticks::skewed, &log);
     let runs: u32 = by_real.values().sum();
     assert!(
         runs > 3,

@@ -400,42 +400,14 @@ fn four_contenders_run_each_tick_once_through_pgbouncer() {
 /// database's clock dates every run, so each tick still runs once.
 #[test]
 fn clocks_skewed_past_half_a_period_still_run_each_tick_once() {
-    assert!(
-        std::process::Command::new("faketime")
-            .arg("--version")
-            .output()
-            .is_ok(),
-        "this test needs libfaketime: install it (Debian: apt-get install faketime)"
-    );
+    common::ticks::require_faketime();
     let pg = server();
     let url = pg.url();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("runs.log");
     let first = common::ticks::next_tick();
     let args = ["--postgres", &url, "--ttl", "2", "skewed"];
-    let skew = |i: usize| {
-        match i {
-            1 => vec![
-                "env",
-                "FAKETIME_DONT_FAKE_MONOTONIC=1",
-                "faketime",
-                "-f",
-                "-20",
-            ],
-            2 => vec![
-                "env",
-                "FAKETIME_DONT_FAKE_MONOTONIC=1",
-                "faketime",
-                "-f",
-                "+20",
-            ],
-            _ => Vec::new(),
-        }
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
-    };
-    let (_, by_claimed) = common::ticks::fire(3, &args, skew, &log);
+    let (_, by_claimed) = common::ticks::fire(3, &args, common::ticks::skewed, &log);
     common::ticks::assert_once_per_tick(&by_claimed, first, 3);
 }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use lockfile::OwnerRecord;
 use lockfile::history::LastRun;
-use lockfile::inspect::{Finding, InspectOptions, Severity};
+use lockfile::inspect::{Described, Finding, InspectOptions, Severity};
 use lockfile::tick::Claim;
 use serde::{Serialize, Serializer};
 
@@ -168,15 +168,6 @@ impl LeaseReport {
 
 impl Serialize for LeaseReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        /// A finding as a lock file's report shows it: its kind and fields,
-        /// its severity and its sentence.
-        #[derive(Serialize)]
-        struct FindingJson<'a> {
-            severity: Severity,
-            message: String,
-            #[serde(flatten)]
-            finding: &'a Finding,
-        }
         #[derive(Serialize)]
         struct ReportJson<'a> {
             engine: &'a str,
@@ -196,7 +187,7 @@ impl Serialize for LeaseReport {
             last_claimed_tick: Option<&'a Claim>,
             #[serde(skip_serializing_if = "Option::is_none")]
             history_error: Option<&'a str>,
-            findings: Vec<FindingJson<'a>>,
+            findings: Vec<Described<'a>>,
         }
         ReportJson {
             engine: self.engine,
@@ -215,15 +206,7 @@ impl Serialize for LeaseReport {
                 .map(|t| humantime::format_rfc3339_micros(t).to_string()),
             last_claimed_tick: self.last_claimed_tick.as_ref(),
             history_error: self.history_error.as_deref(),
-            findings: self
-                .findings
-                .iter()
-                .map(|finding| FindingJson {
-                    severity: finding.severity(),
-                    message: finding.to_string(),
-                    finding,
-                })
-                .collect(),
+            findings: self.findings.iter().map(Finding::described).collect(),
         }
         .serialize(s)
     }

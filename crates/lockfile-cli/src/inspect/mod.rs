@@ -108,7 +108,13 @@ fn json(outcomes: &[Outcome]) -> String {
             }),
         })
         .collect();
-    let mut text = serde_json::to_string_pretty(&values).expect("JSON values serialise");
+    json_array(&values)
+}
+
+/// `values` as one pretty JSON array and a newline: what `--json` prints,
+/// for lock files and leases alike.
+pub(crate) fn json_array(values: &[serde_json::Value]) -> String {
+    let mut text = serde_json::to_string_pretty(values).expect("JSON values serialise");
     text.push('\n');
     text
 }

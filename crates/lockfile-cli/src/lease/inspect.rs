@@ -100,9 +100,7 @@ fn json(engine: &str, outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]
             }),
         })
         .collect();
-    let mut text = serde_json::to_string_pretty(&values).expect("JSON values serialise");
-    text.push('\n');
-    text
+    crate::inspect::json_array(&values)
 }
 
 fn table(outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {

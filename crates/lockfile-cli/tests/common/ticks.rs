@@ -98,6 +98,34 @@ pub(crate) fn fire(
     (by_real, by_claimed)
 }
 
+/// The prefix of contender `i` in the skew tests: the second one's clock
+/// 20 s behind, the third's 20 s ahead, under libfaketime; the monotonic
+/// clock, which a lease's deadline runs on, is left alone.
+pub(crate) fn skewed(i: usize) -> Vec<String> {
+    let offset = match i {
+        1 => "-20",
+        2 => "+20",
+        _ => return Vec::new(),
+    };
+    [
+        "env",
+        "FAKETIME_DONT_FAKE_MONOTONIC=1",
+        "faketime",
+        "-f",
+        offset,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Fails the test unless libfaketime is installed.
+pub(crate) fn require_faketime() {
+    assert!(
+        Command::new("faketime").arg("--version").output().is_ok(),
+        "this test needs libfaketime: install it (Debian: apt-get install faketime)"
+    );
+}
+
 /// Asserts what a fleet with clocks in step must see: every tick the test
 /// fired ran exactly once, and no tick ran twice.
 pub(crate) fn assert_once_per_tick(

@@ -91,6 +91,31 @@ impl fmt::Display for Severity {
     }
 }
 
+/// A finding as a report shows it: its kind and fields, its severity, and
+/// its sentence. The one JSON shape of a finding, for lock files and leases.
+#[derive(Debug, Serialize)]
+#[non_exhaustive]
+pub struct Described<'a> {
+    /// How serious it is.
+    pub severity: Severity,
+    /// The finding in a sentence.
+    pub message: String,
+    /// The finding itself (its `kind` and fields).
+    #[serde(flatten)]
+    pub finding: &'a Finding,
+}
+
+impl Finding {
+    /// This finding as a report shows it.
+    pub fn described(&self) -> Described<'_> {
+        Described {
+            severity: self.severity(),
+            message: self.to_string(),
+            finding: self,
+        }
+    }
+}
+
 /// Something worth telling about a lock file, with the numbers that prove it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]

@@ -14,7 +14,7 @@ mod scan;
 use std::io;
 use std::path::Path;
 
-pub use finding::{Finding, Severity, Status, TimeField, Undecided};
+pub use finding::{Described, Finding, Severity, Status, TimeField, Undecided};
 pub use health::Unhealthy;
 pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Serialize, Serializer};
 
-use super::finding::{Finding, Severity};
+use super::finding::{Described, Finding, Severity};
 use crate::content::{Content, NoRecord};
 use crate::{DecodeError, Holder, LastRun, OwnerRecord};
 
@@ -154,13 +154,6 @@ impl Serialize for LockReport {
     /// The JSON shape of `lockfile inspect --json`.
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
-        struct FindingJson<'a> {
-            severity: Severity,
-            message: String,
-            #[serde(flatten)]
-            finding: &'a Finding,
-        }
-        #[derive(Serialize)]
         struct ReportJson<'a> {
             path: &'a Path,
             state: LockState,
@@ -180,7 +173,7 @@ impl Serialize for LockReport {
             content_error: Option<String>,
             content: Option<Content>,
             no_record: Option<NoRecord>,
-            findings: Vec<FindingJson<'a>>,
+            findings: Vec<Described<'a>>,
         }
         ReportJson {
             path: &self.path,
@@ -199,15 +192,7 @@ impl Serialize for LockReport {
             content_error: self.content_error.as_ref().map(ToString::to_string),
             content: self.content,
             no_record: self.no_record,
-            findings: self
-                .findings
-                .iter()
-                .map(|finding| FindingJson {
-                    severity: finding.severity(),
-                    message: finding.to_string(),
-                    finding,
-                })
-                .collect(),
+            findings: self.findings.iter().map(Finding::described).collect(),
         }
         .serialize(s)
     }

@@ -94,7 +94,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         }
     };
     if let (Some(claim), Some(ours)) = (&claim, guard.claim()) {
-        tick::warn_on_drift(claim, ours.tick);
+        tick::warn_on_drift(claim, ours);
     }
     monitor.started(guard.record().token);
     let started_at = SystemTime::now();

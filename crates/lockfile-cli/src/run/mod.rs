@@ -211,7 +211,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     }
     if let Some(claim) = &claim {
         match guard.claim() {
-            Some(ours) => tick::warn_on_drift(claim, ours.tick),
+            Some(ours) => tick::warn_on_drift(claim, ours),
             None => {
                 // A lock held without a record of ours claims nothing.
                 errln!(

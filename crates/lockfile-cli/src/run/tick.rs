@@ -74,12 +74,13 @@ impl Refusal<'_> {
     }
 }
 
-/// Warns once when the run started more than a quarter period from its
-/// tick: a cron firing that far off is on another schedule than the one
-/// given (an offset, a time zone), and will eventually round to the wrong
-/// tick.
-pub(crate) fn warn_on_drift(claim: &TickClaim, tick: SystemTime) {
-    let start = claim.start_on(SystemTime::now());
+/// Warns once when the run started more than a quarter period from the
+/// tick it claimed (`ours`): a cron firing that far off is on another
+/// schedule than the one given (an offset, a time zone), and will
+/// eventually round to the wrong tick. The start is dated on the clock that
+/// decided the claim (the database's, under PostgreSQL), a moment ago.
+pub(crate) fn warn_on_drift(claim: &TickClaim, ours: &Claim) {
+    let (start, tick) = (claim.start_on(ours.claimed_at), ours.tick);
     let drift = start
         .duration_since(tick)
         .or_else(|_| tick.duration_since(start))

@@ -85,11 +85,20 @@ pub(crate) fn collect(paths: &[std::path::PathBuf], opts: &InspectOptions) -> Ve
 /// critical (2), could not inspect (3), warning (1), ok (0). A critical
 /// finding is never hidden behind an unreadable file.
 pub(crate) fn status(outcomes: &[Outcome]) -> i32 {
-    outcomes
-        .iter()
-        .map(|(_, r)| match r {
-            Ok(report) => report.severity().map_or(Status::Ok, Severity::status),
-            Err(_) => Status::Unknown,
+    worst(
+        outcomes
+            .iter()
+            .map(|(_, r)| r.as_ref().ok().map(LockReport::severity)),
+    )
+}
+
+/// The status of many reports, lock files or leases: each the severity of
+/// its worst finding, or `None` when it could not be inspected.
+pub(crate) fn worst(severities: impl Iterator<Item = Option<Option<Severity>>>) -> i32 {
+    severities
+        .map(|s| match s {
+            Some(severity) => severity.map_or(Status::Ok, Severity::status),
+            None => Status::Unknown,
         })
         .max()
         .unwrap_or(Status::Ok)

@@ -4,7 +4,6 @@
 
 use std::time::SystemTime;
 
-use lockfile::inspect::{Severity, Status};
 use lockfile_lease::{Engine, LeaseReport};
 
 use crate::cli::InspectArgs;
@@ -50,15 +49,11 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
                 .collect::<Vec<_>>(),
         ),
     };
-    let status = outcomes
-        .iter()
-        .map(|(_, r)| match r {
-            Ok(report) => report.severity().map_or(Status::Ok, Severity::status),
-            Err(_) => Status::Unknown,
-        })
-        .max()
-        .unwrap_or(Status::Ok)
-        .code();
+    let status = crate::inspect::worst(
+        outcomes
+            .iter()
+            .map(|(_, r)| r.as_ref().ok().map(LeaseReport::severity)),
+    );
     crate::inspect::emit(args, &text, status)
 }
 

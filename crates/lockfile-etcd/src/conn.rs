@@ -136,40 +136,14 @@ impl Conn {
     }
 }
 
-/// Runs `make()`'s future to completion on a fresh single-threaded runtime in
-/// a scoped thread, so that blocking calls work from anywhere, including from
-/// inside another async runtime (where `block_on` would panic).
+/// Runs `make()`'s future on a thread of this crate's own (see
+/// [`block_on`](lockfile_lease::thread::block_on)).
 pub(crate) fn block_on<T, F>(key: &str, make: impl FnOnce() -> F + Send) -> Result<T>
 where
     T: Send,
     F: Future<Output = Result<T>>,
 {
-    std::thread::scope(|scope| {
-        let thread = std::thread::Builder::new()
-            .name("lockfile-etcd".to_owned())
-            .spawn_scoped(scope, || -> Result<T> {
-                let runtime = runtime(key)?;
-                let result = runtime.block_on(make());
-                // Never wait for the client's background tasks to wind down.
-                runtime.shutdown_background();
-                result
-            })
-            .map_err(|e| spawn_error(key, e))?;
-        thread
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
-}
-
-/// Builds the runtime of one of this crate's threads (which calls it first),
-/// after blocking every signal in that thread
-/// ([`block_signals`](lockfile_lease::thread::block_signals) says why).
-pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
-    lockfile_lease::thread::block_signals();
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| spawn_error(key, e))
+    lockfile_lease::thread::block_on("lockfile-etcd", key, make)
 }
 
 /// Whether etcd answered that the lease does not exist: it expired, or was
@@ -186,14 +160,6 @@ pub(crate) fn is_lease_not_found(e: &etcd_client::Error) -> bool {
         etcd_client::Error::GRpcStatus(status)
             if status.code() == tonic::Code::NotFound && status.message() == LEASE_NOT_FOUND
     )
-}
-
-pub(crate) fn spawn_error(key: &str, source: std::io::Error) -> Error {
-    Error::Io {
-        op: Operation::Spawn,
-        key: key.to_owned(),
-        source,
-    }
 }
 
 #[cfg(test)]

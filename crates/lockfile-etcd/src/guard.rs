@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 use lockfile::OwnerRecord;
 use lockfile::history::{LastRun, RunEnd};
 
-use crate::session::{self, Session};
-use crate::{LeaseOptions, LeaseSignal, LostReason, Result, history_key_for, key_for};
+use lockfile_lease::session::Session;
+
+use crate::session::{self, Record};
+use crate::{LeaseOptions, LeaseSignal, LostReason, Operation, Result, history_key_for, key_for};
 use lockfile::wait::Wait;
 
 /// A held lease. Dropping it releases the lease; [`release`](LeaseGuard::release)
@@ -40,9 +42,8 @@ pub struct LeaseGuard {
     claim: Option<lockfile::tick::Claim>,
     acquired_at: Instant,
     signal: LeaseSignal,
-    session: Session,
-    /// Set once the guard has released, so that dropping it does nothing.
-    done: bool,
+    /// Dropping it releases the lease.
+    session: Session<Record>,
 }
 
 impl LeaseOptions {
@@ -91,7 +92,6 @@ impl LeaseGuard {
             acquired_at: acquired.acquired_at,
             signal: acquired.signal,
             session,
-            done: false,
         })
     }
 
@@ -255,7 +255,10 @@ impl LeaseGuard {
     /// as it was); [`Error::Conflict`](crate::Error::Conflict) when other
     /// writers changed it under every attempt.
     pub fn record_outcome(&self, end: RunEnd) -> Result<LastRun> {
-        self.session.record(end)
+        self.session
+            .ask(Operation::RecordRun, &self.history_key, |reply| {
+                Record(end, reply)
+            })
     }
 
     /// Releases the lease: stops renewing, deletes the key if it is still
@@ -277,22 +280,7 @@ impl LeaseGuard {
     /// told. In every case renewal has stopped when this returns, and an
     /// unreleased lease expires after its TTL.
     pub fn release(mut self) -> Result<()> {
-        self.release_inner()
-    }
-
-    fn release_inner(&mut self) -> Result<()> {
-        self.done = true;
         self.session.release()
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        if !self.done
-            && let Err(e) = self.release_inner()
-        {
-            tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
-        }
     }
 }
 

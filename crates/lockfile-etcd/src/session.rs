@@ -5,15 +5,14 @@
 //! The thread is joined when the guard is released or dropped, and every
 //! task dies with its runtime: nothing renews a lease its guard let go.
 
-use std::sync::mpsc::{SyncSender, sync_channel};
-use std::thread::JoinHandle as ThreadHandle;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
 use lockfile::OwnerRecord;
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use lockfile_lease::session::{Reply, Request, Requests, Session};
+use tokio::sync::mpsc::unbounded_channel;
 use tokio::task::JoinHandle;
 
 use crate::acquire::{self, Held};
@@ -24,12 +23,10 @@ use crate::{
 };
 use lockfile::wait::Wait;
 
-/// What the guard asks of its thread.
-enum Command {
-    /// Write how the run ended into the history key.
-    Record(RunEnd, SyncSender<Result<LastRun>>),
-    Release(SyncSender<Result<()>>),
-}
+/// What the guard asks of its thread besides release: write how the run
+/// ended into the history key, on the thread that knows the deadline.
+#[derive(Debug)]
+pub(crate) struct Record(pub(crate) RunEnd, pub(crate) Reply<LastRun>);
 
 /// What the thread hands the guard once the lease is held.
 pub(crate) struct Acquired {
@@ -46,56 +43,6 @@ pub(crate) struct Acquired {
     pub(crate) claim: Option<Claim>,
 }
 
-/// The guard's handle on its lease thread: the only way to ask it to
-/// release, and the thread to join.
-#[derive(Debug)]
-pub(crate) struct Session {
-    key: String,
-    history_key: String,
-    commands: UnboundedSender<Command>,
-    thread: Option<ThreadHandle<()>>,
-}
-
-impl Session {
-    /// Asks the thread to record how the run ended in the history key, and
-    /// waits for the answer.
-    pub(crate) fn record(&self, end: RunEnd) -> Result<LastRun> {
-        let (reply_tx, reply_rx) = sync_channel(1);
-        let answer = match self.commands.send(Command::Record(end, reply_tx)) {
-            Ok(()) => reply_rx.recv().ok(),
-            Err(_) => None,
-        };
-        answer.unwrap_or_else(|| {
-            Err(Error::Io {
-                op: Operation::RecordRun,
-                key: self.history_key.clone(),
-                source: std::io::Error::other("the renewal thread had stopped"),
-            })
-        })
-    }
-
-    /// Asks the thread to release the lease, waits for its answer, and joins
-    /// it. Renewal has stopped when this returns, whatever the result. A
-    /// second call finds the thread gone.
-    pub(crate) fn release(&mut self) -> Result<()> {
-        let (reply_tx, reply_rx) = sync_channel(1);
-        let result = match self.commands.send(Command::Release(reply_tx)) {
-            Ok(()) => reply_rx.recv().ok(),
-            Err(_) => None,
-        };
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        result.unwrap_or_else(|| {
-            Err(Error::Io {
-                op: Operation::Release,
-                key: self.key.clone(),
-                source: std::io::Error::other("the renewal thread had stopped"),
-            })
-        })
-    }
-}
-
 /// Starts the lease's thread, which takes the lease on `key` (waiting as
 /// `wait` says) and then holds it; returns once the lease is held. The run
 /// history goes to `history_key`.
@@ -104,74 +51,27 @@ pub(crate) fn spawn(
     key: &str,
     history_key: &str,
     wait: Wait,
-) -> Result<(Acquired, Session)> {
+) -> Result<(Acquired, Session<Record>)> {
     let conn = Conn::new(opts, key)?;
     let history = conn.for_key(history_key);
     let opts = opts.clone();
-    let (ready_tx, ready_rx) = sync_channel::<Result<Acquired>>(1);
-    let (cmd_tx, cmd_rx) = unbounded_channel::<Command>();
-    let thread_key = key.to_owned();
-    let thread = std::thread::Builder::new()
-        .name("lockfile-etcd".to_owned())
-        .spawn(move || {
-            let runtime = match conn::runtime(&thread_key) {
-                Ok(runtime) => runtime,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                let held = match acquire::acquire(&conn, &history, &opts, wait).await {
-                    Ok(held) => held,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                let shared = Renewals::new(conn.key(), held.ttl, held.granted_at);
-                let acquired = Acquired {
-                    lease_id: held.lease_id,
-                    ttl: held.ttl,
-                    token: held.token,
-                    record: held.record.clone(),
-                    claim: held.claim.clone(),
-                    acquired_at: held.acquired_at,
-                    signal: shared.signal(),
-                };
-                // Renewal goes on here at once, whenever the caller's thread
-                // gets to build the guard. Should the caller be gone, the
-                // command channel is closed and the session releases.
-                let _ = ready_tx.send(Ok(acquired));
-                hold(conn, history, held, shared, cmd_rx).await;
-            });
-            // The client's connection tasks are dropped, not awaited.
-            runtime.shutdown_background();
-        })
-        .map_err(|e| conn::spawn_error(key, e))?;
-    let acquired = match ready_rx.recv() {
-        Ok(Ok(acquired)) => acquired,
-        Ok(Err(e)) => {
-            let _ = thread.join();
-            return Err(e);
-        }
-        Err(_) => match thread.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => {
-                return Err(conn::spawn_error(
-                    key,
-                    std::io::Error::other("the lease thread exited without acquiring"),
-                ));
-            }
-        },
-    };
-    let session = Session {
-        key: key.to_owned(),
-        history_key: history_key.to_owned(),
-        commands: cmd_tx,
-        thread: Some(thread),
-    };
-    Ok((acquired, session))
+    Session::spawn("lockfile-etcd", key, move |ready, requests| async move {
+        let held = match acquire::acquire(&conn, &history, &opts, wait).await {
+            Ok(held) => held,
+            Err(e) => return ready.send(Err(e)),
+        };
+        let shared = Renewals::new(conn.key(), held.ttl, held.granted_at);
+        ready.send(Ok(Acquired {
+            lease_id: held.lease_id,
+            ttl: held.ttl,
+            token: held.token,
+            record: held.record.clone(),
+            claim: held.claim.clone(),
+            acquired_at: held.acquired_at,
+            signal: shared.signal(),
+        }));
+        hold(conn, history, held, shared, requests).await;
+    })
 }
 
 /// Runs the renewal and the key watch, and applies their reports, until the
@@ -186,7 +86,7 @@ async fn hold(
     history: Conn,
     held: Held,
     shared: Renewals,
-    mut commands: UnboundedReceiver<Command>,
+    mut requests: Requests<Record>,
 ) {
     let Held {
         client,
@@ -235,8 +135,8 @@ async fn hold(
         let deadline = tokio::time::Instant::from_std(shared.deadline());
         tokio::select! {
             biased;
-            command = commands.recv() => {
-                if let Some(Command::Record(end, reply)) = command {
+            request = requests.recv() => {
+                if let Some(Request::Engine(Record(end, reply))) = request {
                     // On a task of its own, so that renewals go on being
                     // applied while it waits on etcd.
                     let until = lockfile_lease::history::write_until(
@@ -248,7 +148,7 @@ async fn hold(
                     let claim = claim.clone();
                     tokio::spawn(async move {
                         let recorded = history::record(&history, end, claim.as_ref(), until).await;
-                        let _ = reply.send(recorded);
+                        reply.send(recorded);
                     });
                     continue;
                 }
@@ -285,8 +185,8 @@ async fn hold(
                     None => release(&conn, &mut client, token, lease_id, until).await,
                 };
                 shared.lose(LostReason::Released);
-                if let Some(Command::Release(reply)) = command {
-                    let _ = reply.send(result);
+                if let Some(Request::Release(reply)) = request {
+                    reply.send(result);
                 }
                 return;
             }

@@ -61,6 +61,7 @@ mod lost;
 pub mod name;
 pub mod policy;
 pub mod report;
+pub mod session;
 pub mod signal;
 pub mod thread;
 

@@ -215,36 +215,12 @@ impl Conn {
     }
 }
 
-/// The runtime of one of this crate's threads: single-threaded, with the
-/// socket and time drivers.
-pub(crate) fn runtime(key: &str) -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| spawn_error(key, e))
-}
-
-/// Runs `make()`'s future on a fresh runtime on a thread of its own (see
-/// [`on_own_thread`](lockfile_lease::thread::on_own_thread)).
+/// Runs `make()`'s future on a thread of this crate's own (see
+/// [`block_on`](lockfile_lease::thread::block_on)).
 pub(crate) fn block_on<T, F>(key: &str, make: impl FnOnce() -> F + Send) -> Result<T>
 where
     T: Send,
     F: Future<Output = Result<T>>,
 {
-    lockfile_lease::thread::on_own_thread("lockfile-postgres", || {
-        let runtime = runtime(key)?;
-        let result = runtime.block_on(make());
-        // Never wait for a connection's task to wind down.
-        runtime.shutdown_background();
-        result
-    })
-    .map_err(|e| spawn_error(key, e))?
-}
-
-pub(crate) fn spawn_error(key: &str, source: std::io::Error) -> Error {
-    Error::Io {
-        op: Operation::Spawn,
-        key: key.to_owned(),
-        source,
-    }
+    lockfile_lease::thread::block_on("lockfile-postgres", key, make)
 }

@@ -1,18 +1,20 @@
 //! `LeaseGuard`: a held lease, renewed in the background until released.
 //! Its methods are the lease layer's [`Lease`] trait.
 
+use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
+use lockfile_lease::session::Session;
 use lockfile_lease::{Lease, LeaseRequest, LeaseSignal, Result};
 
 use crate::LeaseOptions;
 use crate::conn::Conn;
 use crate::history::{self, Holder};
 use crate::key::{history_key_for, key_for};
-use crate::session::{self, Session};
+use crate::session;
 
 /// A held lease on PostgreSQL. Dropping it releases the lease;
 /// [`Lease::release`] does the same and reports errors.
@@ -33,9 +35,8 @@ pub struct LeaseGuard {
     signal: LeaseSignal,
     /// For the run history, on connections of its own.
     history: Conn,
-    session: Session,
-    /// Set once the guard has released, so that dropping it does nothing.
-    done: bool,
+    /// Dropping it releases the lease.
+    session: Session<Infallible>,
 }
 
 impl LeaseGuard {
@@ -60,13 +61,7 @@ impl LeaseGuard {
             signal: acquired.signal,
             history,
             session,
-            done: false,
         })
-    }
-
-    fn release_inner(&mut self) -> Result<()> {
-        self.done = true;
-        self.session.release()
     }
 }
 
@@ -125,17 +120,7 @@ impl Lease for LeaseGuard {
     /// token), so that the next holder need not wait; never waits on the
     /// server past the deadline.
     fn release(mut self: Box<Self>) -> Result<()> {
-        self.release_inner()
-    }
-}
-
-impl Drop for LeaseGuard {
-    fn drop(&mut self) {
-        if !self.done
-            && let Err(e) = self.release_inner()
-        {
-            tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
-        }
+        self.session.release()
     }
 }
 

@@ -4,26 +4,20 @@
 //! The thread is joined when the guard is released or dropped: nothing
 //! renews a lease its guard let go.
 
-use std::sync::mpsc::{SyncSender, sync_channel};
-use std::thread::JoinHandle;
+use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
 use lockfile_lease::LeaseRequest;
 use lockfile_lease::error::LostReason;
+use lockfile_lease::session::{Request, Requests, Session};
 use lockfile_lease::signal::Renewals;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use crate::acquire::{self, Held, column};
-use crate::conn::{self, Conn};
-use crate::{Error, LeaseSignal, Operation, Result};
-
-/// What the guard asks of its thread.
-enum Command {
-    Release(SyncSender<Result<()>>),
-}
+use crate::conn::Conn;
+use crate::{LeaseSignal, Operation, Result};
 
 /// What the thread hands the guard once the lease is held.
 pub(crate) struct Acquired {
@@ -34,105 +28,37 @@ pub(crate) struct Acquired {
     pub(crate) claim: Option<lockfile::tick::Claim>,
 }
 
-/// The guard's handle on its lease thread.
-#[derive(Debug)]
-pub(crate) struct Session {
-    key: String,
-    commands: UnboundedSender<Command>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Session {
-    /// Asks the thread to release the lease, waits for its answer, and joins
-    /// it. Renewal has stopped when this returns, whatever the result.
-    pub(crate) fn release(&mut self) -> Result<()> {
-        let (reply_tx, reply_rx) = sync_channel(1);
-        let result = match self.commands.send(Command::Release(reply_tx)) {
-            Ok(()) => reply_rx.recv().ok(),
-            Err(_) => None,
-        };
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        result.unwrap_or_else(|| {
-            Err(Error::Io {
-                op: Operation::Release,
-                key: self.key.clone(),
-                source: std::io::Error::other("the renewal thread had stopped"),
-            })
-        })
-    }
-}
-
 /// Starts the lease's thread, which takes the lease on `name` as `request`
-/// says and then holds it; returns once the lease is held.
+/// says and then holds it; returns once the lease is held. The guard asks
+/// nothing of it but release: the run history goes on connections of the
+/// guard's own.
 pub(crate) fn spawn(
     conn: Conn,
     name: &str,
     ttl: Duration,
     request: LeaseRequest,
-) -> Result<(Acquired, Session)> {
+) -> Result<(Acquired, Session<Infallible>)> {
     let key = conn.key().to_owned();
     let name = name.to_owned();
-    let (ready_tx, ready_rx) = sync_channel::<Result<Acquired>>(1);
-    let (cmd_tx, cmd_rx) = unbounded_channel::<Command>();
-    let thread = std::thread::Builder::new()
-        .name("lockfile-postgres".to_owned())
-        .spawn(move || {
-            lockfile_lease::thread::block_signals();
-            let runtime = match conn::runtime(conn.key()) {
-                Ok(runtime) => runtime,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    return;
-                }
+    Session::spawn(
+        "lockfile-postgres",
+        &key,
+        move |ready, requests| async move {
+            let (held, client) = match acquire::acquire(&conn, &name, ttl, &request).await {
+                Ok(held) => held,
+                Err(e) => return ready.send(Err(e)),
             };
-            runtime.block_on(async move {
-                let (held, client) = match acquire::acquire(&conn, &name, ttl, &request).await {
-                    Ok(held) => held,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                let renewals = Renewals::new(conn.key(), held.ttl, held.granted_at);
-                let acquired = Acquired {
-                    token: held.token,
-                    ttl: held.ttl,
-                    record: held.record.clone(),
-                    signal: renewals.signal(),
-                    claim: held.claim.clone(),
-                };
-                // Should the caller be gone, the command channel is closed
-                // and the session releases at once.
-                let _ = ready_tx.send(Ok(acquired));
-                hold(&conn, &name, client, &held, &renewals, cmd_rx).await;
-            });
-            runtime.shutdown_background();
-        })
-        .map_err(|e| conn::spawn_error(&key, e))?;
-    let acquired = match ready_rx.recv() {
-        Ok(Ok(acquired)) => acquired,
-        Ok(Err(e)) => {
-            let _ = thread.join();
-            return Err(e);
-        }
-        Err(_) => match thread.join() {
-            Err(panic) => std::panic::resume_unwind(panic),
-            Ok(()) => {
-                return Err(conn::spawn_error(
-                    &key,
-                    std::io::Error::other("the lease thread exited without acquiring"),
-                ));
-            }
+            let renewals = Renewals::new(conn.key(), held.ttl, held.granted_at);
+            ready.send(Ok(Acquired {
+                token: held.token,
+                ttl: held.ttl,
+                record: held.record.clone(),
+                signal: renewals.signal(),
+                claim: held.claim.clone(),
+            }));
+            hold(&conn, &name, client, &held, &renewals, requests).await;
         },
-    };
-    let session = Session {
-        key,
-        commands: cmd_tx,
-        thread: Some(thread),
-    };
-    Ok((acquired, session))
+    )
 }
 
 /// Renews until the guard asks for release. After a loss it stops renewing
@@ -144,19 +70,19 @@ async fn hold(
     client: Client,
     held: &Held,
     renewals: &Renewals,
-    mut commands: UnboundedReceiver<Command>,
+    mut requests: Requests<Infallible>,
 ) {
     let interval = held.ttl / 3;
     let mut client = Some(client);
     let mut next = held.granted_at + interval;
     let mut cleaned = false;
     loop {
-        let command = tokio::select! {
+        let request = tokio::select! {
             biased;
-            command = commands.recv() => Some(command),
+            request = requests.recv() => Some(request),
             () = step(conn, name, &mut client, held, renewals, &mut next, &mut cleaned) => None,
         };
-        let Some(command) = command else { continue };
+        let Some(request) = request else { continue };
         // A deadline that passed unnoticed is a loss all the same.
         renewals.poll(Instant::now());
         let until = renewals.deadline();
@@ -170,8 +96,10 @@ async fn hold(
             None => release(conn, &mut client, name, held.token, until).await,
         };
         renewals.lose(LostReason::Released);
-        if let Some(Command::Release(reply)) = command {
-            let _ = reply.send(result);
+        match request {
+            Some(Request::Release(reply)) => reply.send(result),
+            Some(Request::Engine(never)) => match never {},
+            None => {}
         }
         return;
     }

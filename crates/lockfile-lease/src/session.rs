@@ -1,0 +1,195 @@
+//! The handshake between a held lease's guard and the engine's own thread
+//! that took the lease and now renews it: written once, for every engine.
+//!
+//! [`Session::spawn`] starts the thread and returns once the engine says the
+//! lease is held (or why not). From then on the guard reaches the thread only
+//! through its [`Session`]: [`release`](Session::release), and requests of
+//! the engine's own ([`ask`](Session::ask)). Dropping the session releases
+//! too, so a guard needs no `Drop` of its own; either way the thread is
+//! joined, and nothing renews a lease its guard let go.
+
+use std::future::Future;
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::JoinHandle;
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::error::{Error, Operation, Result};
+use crate::thread::{runtime, spawn_error};
+
+/// What a guard asks of its lease thread: release, or a request `C` of the
+/// engine's own (`std::convert::Infallible` for an engine that has none).
+///
+/// Exhaustive on purpose: the engine's thread must answer every request,
+/// and a new kind of request is a change every engine has to make.
+#[derive(Debug)]
+#[allow(clippy::exhaustive_enums)]
+pub enum Request<C> {
+    /// Stop renewing and let the lease go, then answer and return.
+    Release(Reply<()>),
+    /// A request of the engine's own.
+    Engine(C),
+}
+
+/// The thread's end of the request stream.
+pub type Requests<C> = UnboundedReceiver<Request<C>>;
+
+/// Where the thread sends the answer to one request; the guard waits on it.
+#[derive(Debug)]
+pub struct Reply<T>(SyncSender<Result<T>>);
+
+impl<T> Reply<T> {
+    /// Answers the request. A guard that stopped waiting loses nothing.
+    pub fn send(self, answer: Result<T>) {
+        let _ = self.0.send(answer);
+    }
+}
+
+/// Where the thread says, once, that the lease is held (or why not).
+#[derive(Debug)]
+pub struct Ready<A>(SyncSender<Result<A>>);
+
+impl<A> Ready<A> {
+    /// Hands `acquired` (or the acquire's error) to [`Session::spawn`]'s
+    /// caller. Renewal goes on at once on the thread, whenever the caller
+    /// gets to build its guard; should the caller be gone, the request
+    /// stream is closed and the thread releases.
+    pub fn send(self, acquired: Result<A>) {
+        let _ = self.0.send(acquired);
+    }
+}
+
+/// The guard's handle on its lease thread: the only way to ask it anything,
+/// and the thread to join.
+#[derive(Debug)]
+pub struct Session<C> {
+    key: String,
+    requests: UnboundedSender<Request<C>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<C: Send + 'static> Session<C> {
+    /// Starts the thread `name`, with every signal blocked and a
+    /// single-threaded runtime of its own, and runs `body`'s future there:
+    /// it takes the lease on `key`, says so through [`Ready`], then holds it,
+    /// answering [`Requests`] until a [`Request::Release`] (or until the
+    /// stream closes: then it releases). Returns once `body` has sent the
+    /// lease, or its error.
+    ///
+    /// # Errors
+    ///
+    /// The error `body` sent, or [`Error::Io`] ([`Operation::Spawn`]) when
+    /// the thread cannot be started or ends without a word. A panic on the
+    /// thread before it sent is resumed here.
+    pub fn spawn<A, F>(
+        name: &str,
+        key: &str,
+        body: impl FnOnce(Ready<A>, Requests<C>) -> F + Send + 'static,
+    ) -> Result<(A, Session<C>)>
+    where
+        A: Send + 'static,
+        F: Future<Output = ()>,
+    {
+        let (ready_tx, ready_rx) = sync_channel::<Result<A>>(1);
+        let (requests, received) = unbounded_channel::<Request<C>>();
+        let thread_key = key.to_owned();
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                let runtime = match runtime(&thread_key) {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                runtime.block_on(body(Ready(ready_tx), received));
+                // The connections' tasks are dropped, not awaited.
+                runtime.shutdown_background();
+            })
+            .map_err(|e| spawn_error(key, e))?;
+        let acquired = match ready_rx.recv() {
+            Ok(Ok(acquired)) => acquired,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => match thread.join() {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(()) => {
+                    return Err(spawn_error(
+                        key,
+                        std::io::Error::other("the lease thread exited without acquiring"),
+                    ));
+                }
+            },
+        };
+        let session = Session {
+            key: key.to_owned(),
+            requests,
+            thread: Some(thread),
+        };
+        Ok((acquired, session))
+    }
+}
+
+impl<C> Session<C> {
+    /// Sends the request `make` builds around its [`Reply`] and waits for
+    /// the answer. `op` and `key` name what failed when the thread has
+    /// stopped.
+    ///
+    /// # Errors
+    ///
+    /// The thread's answer, or [`Error::Io`] when the thread had stopped.
+    pub fn ask<T>(&self, op: Operation, key: &str, make: impl FnOnce(Reply<T>) -> C) -> Result<T> {
+        self.send(op, key, |reply| Request::Engine(make(reply)))
+    }
+
+    /// Asks the thread to release the lease, waits for its answer, and
+    /// joins it. Renewal has stopped when this returns, whatever the
+    /// result. A second call finds the thread gone.
+    ///
+    /// # Errors
+    ///
+    /// The engine's release error (a lost lease, a server that could not be
+    /// told), or [`Error::Io`] when the thread had stopped.
+    pub fn release(&mut self) -> Result<()> {
+        let key = self.key.clone();
+        let result = self.send(Operation::Release, &key, Request::Release);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        result
+    }
+
+    fn send<T>(
+        &self,
+        op: Operation,
+        key: &str,
+        make: impl FnOnce(Reply<T>) -> Request<C>,
+    ) -> Result<T> {
+        let (reply_tx, reply_rx) = sync_channel(1);
+        let answer = match self.requests.send(make(Reply(reply_tx))) {
+            Ok(()) => reply_rx.recv().ok(),
+            Err(_) => None,
+        };
+        answer.unwrap_or_else(|| {
+            Err(Error::Io {
+                op,
+                key: key.to_owned(),
+                source: std::io::Error::other("the renewal thread had stopped"),
+            })
+        })
+    }
+}
+
+impl<C> Drop for Session<C> {
+    /// Releases a lease nobody released, and says so when that fails.
+    fn drop(&mut self) {
+        if self.thread.is_some()
+            && let Err(e) = self.release()
+        {
+            tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
+        }
+    }
+}

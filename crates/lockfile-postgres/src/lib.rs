@@ -105,6 +105,7 @@
 #![cfg(unix)]
 
 mod acquire;
+mod channel_binding;
 mod conn;
 mod engine;
 mod guard;
@@ -117,6 +118,8 @@ mod server;
 mod session;
 mod sql;
 pub mod sqlstate;
+mod sslmode;
+mod tls;
 
 pub use guard::LeaseGuard;
 pub use key::{history_key_for, key_for};

@@ -1,13 +1,17 @@
 //! Where the server is: the connection URL, completed from libpq's
 //! environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`,
-//! `PGPASSFILE` and `~/.pgpass`), and the same URL without its password, for
-//! every message.
+//! `PGPASSFILE` and `~/.pgpass`; for TLS, `PGSSLMODE`, `PGSSLROOTCERT`,
+//! `PGSSLCERT`, `PGSSLKEY` and `~/.postgresql/`), and the same URL without
+//! its password, for every message.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio_postgres::Config;
-use tokio_postgres::config::Host;
+use tokio_postgres::config::{Host, SslMode};
+
+use crate::sslmode::SslParams;
+use crate::tls::Tls;
 
 /// The port PostgreSQL listens on unless told.
 const DEFAULT_PORT: u16 = 5432;
@@ -16,6 +20,9 @@ const DEFAULT_PORT: u16 = 5432;
 #[derive(Clone)]
 pub(crate) struct Server {
     pub(crate) config: Config,
+    /// TLS as the URL's `sslmode` asks: for every connection and cancel
+    /// request.
+    pub(crate) tls: Tls,
     /// The URL as given, without its password.
     pub(crate) shown: String,
 }
@@ -26,7 +33,8 @@ impl Server {
     /// `psql` would.
     pub(crate) fn parse(url: &str) -> Result<Server, String> {
         let shown = redact(url);
-        let mut config: Config = url
+        let (rest, ssl) = SslParams::take(url).map_err(|e| format!("`{shown}`: {e}"))?;
+        let mut config: Config = rest
             .parse()
             .map_err(|e| format!("`{shown}` is not a PostgreSQL connection string: {e}"))?;
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -58,7 +66,21 @@ impl Server {
         if config.get_application_name().is_none() {
             config.application_name("lockfile");
         }
-        Ok(Server { config, shown })
+        // libpq never uses TLS on a Unix socket, whatever the sslmode.
+        let unix_only = config
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, Host::Unix(_)));
+        config.ssl_mode(if unix_only {
+            SslMode::Disable
+        } else {
+            ssl.mode.negotiation()
+        });
+        Ok(Server {
+            config,
+            tls: Tls::new(ssl),
+            shown,
+        })
     }
 
     /// Sets the socket limits that the URL leaves unset: a dead peer is

@@ -125,14 +125,17 @@ pub(crate) fn redact(url: &str) -> String {
     redact_parameter(&out)
 }
 
-/// Hides the value of every `password=` parameter: `password=VALUE` in a
-/// query string (up to `&`) or in libpq's `key=value` form (up to a blank,
-/// or a quoted value).
+/// Hides the value of every `password=` parameter (and libpq's
+/// `sslpassword=`, the client key's): `password=VALUE` in a query string
+/// (up to `&`) or in libpq's `key=value` form (up to a blank, or a quoted
+/// value).
 fn redact_parameter(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("password") {
-        let before_ok = i == 0 || matches!(rest.as_bytes()[i - 1], b'?' | b'&' | b' ' | b'\t');
+        let start = if rest[..i].ends_with("ssl") { i - 3 } else { i };
+        let before_ok =
+            start == 0 || matches!(rest.as_bytes()[start - 1], b'?' | b'&' | b' ' | b'\t');
         let after = &rest[i + "password".len()..];
         let eq = after.len() - after.trim_start().len();
         if !before_ok || !after[eq..].starts_with('=') {
@@ -255,6 +258,14 @@ mod tests {
                 "host=db password=*** dbname=jobs",
             ),
             ("host=db passwordless=1", "host=db passwordless=1"),
+            (
+                "postgres://db/jobs?sslkey=/k&sslpassword=s3cret",
+                "postgres://db/jobs?sslkey=/k&sslpassword=***",
+            ),
+            (
+                "host=db sslpassword='s3cret' mysslpassword=1",
+                "host=db sslpassword=*** mysslpassword=1",
+            ),
         ] {
             assert_eq!(redact(url), shown, "{url}");
             assert!(!redact(url).contains("s3cret"));

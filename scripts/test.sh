@@ -95,9 +95,10 @@ fi
 # The PostgreSQL crate always builds (it needs no protoc); its tests and the
 # command's `--postgres` tests need the servers.
 postgres=all
-if missing_tool pg_ctlcluster >/dev/null || missing_tool pgbouncer >/dev/null; then
+if missing_tool pg_ctlcluster >/dev/null || missing_tool pgbouncer >/dev/null ||
+    missing_tool openssl >/dev/null; then
     postgres=build
-    echo "test.sh: skipping the PostgreSQL tests: no PostgreSQL or PgBouncer (Debian: postgresql, pgbouncer); these tests run real servers" >&2
+    echo "test.sh: skipping the PostgreSQL tests: no PostgreSQL, PgBouncer or openssl (Debian: postgresql, pgbouncer, openssl); these tests run real servers, some with a test CA" >&2
 fi
 cargo fmt --all -- --check
 if [ "$etcd" != none ]; then

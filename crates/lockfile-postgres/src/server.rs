@@ -291,6 +291,26 @@ mod tests {
     }
 
     #[test]
+    fn tls_parameters_become_a_negotiation_and_never_reach_a_unix_socket() {
+        use tokio_postgres::config::SslMode;
+        let server =
+            Server::parse("postgres://app:pw@db/jobs?sslmode=verify-full&sslrootcert=/ca.crt")
+                .unwrap();
+        assert_eq!(server.config.get_ssl_mode(), SslMode::Require);
+        assert_eq!(
+            server.shown,
+            "postgres://app@db/jobs?sslmode=verify-full&sslrootcert=/ca.crt"
+        );
+        let server = Server::parse("host=/run/postgresql sslmode=verify-full").unwrap();
+        assert_eq!(server.config.get_ssl_mode(), SslMode::Disable);
+        let err = Server::parse("postgres://app:pw@db/jobs?sslmode=full")
+            .err()
+            .unwrap();
+        assert!(err.contains("invalid sslmode \"full\""), "{err}");
+        assert!(!err.contains("pw@"), "{err}");
+    }
+
+    #[test]
     fn a_url_keeps_what_it_says() {
         let server = Server::parse("postgres://app:pw@db:6432/jobs?application_name=x").unwrap();
         assert_eq!(

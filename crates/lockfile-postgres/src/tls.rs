@@ -54,12 +54,13 @@ impl Tls {
     }
 
     /// The client configuration for one connection, from the files as they
-    /// are now.
-    fn client_config(&self) -> Result<(ClientConfig, Checks), TlsError> {
+    /// are now, and the root certificate file it verifies against.
+    fn client_config(&self) -> Result<(ClientConfig, Option<PathBuf>), TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let checks = self.checks()?;
+        let (roots, root_file) = checks.roots.unzip();
         let verifier = Verifier {
-            roots: checks.roots.clone(),
+            roots: roots.map(Arc::new),
             check_name: checks.name,
             algorithms: provider.signature_verification_algorithms,
         };
@@ -78,7 +79,7 @@ impl Tls {
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = vec![ALPN.to_vec()];
-        Ok((config, checks))
+        Ok((config, root_file))
     }
 
     /// What this connection checks of the server's certificate.
@@ -101,7 +102,7 @@ impl Tls {
             },
         };
         Ok(Checks {
-            roots: roots.map(|(store, path)| (Arc::new(store), path)),
+            roots,
             name: mode == SslMode::VerifyFull,
         })
     }
@@ -150,7 +151,7 @@ impl Tls {
 /// What the server's certificate must satisfy on one connection.
 struct Checks {
     /// The roots its chain must end at, and the file they came from.
-    roots: Option<(Arc<RootCertStore>, PathBuf)>,
+    roots: Option<(RootCertStore, PathBuf)>,
     /// Whether it must name the host.
     name: bool,
 }
@@ -182,14 +183,14 @@ where
     type Error = TlsError;
 
     fn make_tls_connect(&mut self, host: &str) -> Result<Connector, TlsError> {
-        let (config, checks) = self.client_config()?;
+        let (config, roots) = self.client_config()?;
         let name = ServerName::try_from(host.to_owned()).map_err(|_| TlsError::ServerName {
             host: host.to_owned(),
         })?;
         Ok(Connector {
             config: Arc::new(config),
             name,
-            roots: checks.roots.map(|(_, path)| path),
+            roots,
         })
     }
 }
@@ -302,7 +303,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
 /// documentation); the handshake's signatures are always checked.
 #[derive(Debug)]
 struct Verifier {
-    roots: Option<(Arc<RootCertStore>, PathBuf)>,
+    roots: Option<Arc<RootCertStore>>,
     check_name: bool,
     algorithms: WebPkiSupportedAlgorithms,
 }
@@ -316,7 +317,7 @@ impl ServerCertVerifier for Verifier {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        if let Some((roots, _)) = &self.roots {
+        if let Some(roots) = &self.roots {
             let cert = ParsedCertificate::try_from(end_entity)?;
             verify_server_cert_signed_by_trust_anchor(
                 &cert,

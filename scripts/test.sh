@@ -21,10 +21,11 @@ if [ "$(id -u)" -eq 0 ]; then root=true; fi
 # terminal; the metrics tests check every
 # file with Prometheus's promtool and serve it through a real node_exporter;
 # binutils' readelf reads the binary's glibc symbol versions; libfaketime
-# skews the clocks of `--once-per` contenders under a lease; the tests that
+# skews the clocks of `--once-per` contenders under a lease; openssl makes
+# the test CA and certificates of the PostgreSQL TLS tests; the tests that
 # need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
 # btrfs image.
-tools=(protoc:protobuf-compiler etcd:etcd-server pg_ctlcluster:postgresql pgbouncer:pgbouncer flock:util-linux python3:python3 script:bsdutils
+tools=(protoc:protobuf-compiler etcd:etcd-server pg_ctlcluster:postgresql pgbouncer:pgbouncer openssl:openssl flock:util-linux python3:python3 script:bsdutils
     promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils
     faketime:faketime)
 if $root; then
@@ -94,9 +95,10 @@ fi
 # The PostgreSQL crate always builds (it needs no protoc); its tests and the
 # command's `--postgres` tests need the servers.
 postgres=all
-if missing_tool pg_ctlcluster >/dev/null || missing_tool pgbouncer >/dev/null; then
+if missing_tool pg_ctlcluster >/dev/null || missing_tool pgbouncer >/dev/null ||
+    missing_tool openssl >/dev/null; then
     postgres=build
-    echo "test.sh: skipping the PostgreSQL tests: no PostgreSQL or PgBouncer (Debian: postgresql, pgbouncer); these tests run real servers" >&2
+    echo "test.sh: skipping the PostgreSQL tests: no PostgreSQL, PgBouncer or openssl (Debian: postgresql, pgbouncer, openssl); these tests run real servers, some with a test CA" >&2
 fi
 cargo fmt --all -- --check
 if [ "$etcd" != none ]; then

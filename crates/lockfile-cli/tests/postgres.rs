@@ -427,3 +427,136 @@ fn a_failed_run_uses_up_its_tick_on_postgres() {
     let url = pg.url();
     common::ticks::a_failed_run_uses_up_its_tick(&["--postgres", &url, "failing"]);
 }
+
+/// `lockfile` with a home of its own, so that no `~/.postgresql/` of the
+/// machine's takes part.
+fn lockfile_at_home(home: &std::path::Path) -> std::process::Command {
+    let mut cmd = lockfile();
+    cmd.env("HOME", home)
+        .env_remove("PGSSLMODE")
+        .env_remove("PGSSLROOTCERT");
+    cmd
+}
+
+fn encrypted(pg: &Postgres, app: &str) -> String {
+    pg.psql(&format!(
+        "SELECT bool_and(s.ssl) || ' ' || count(*) FROM pg_stat_ssl s \
+         JOIN pg_stat_activity a USING (pid) WHERE a.application_name = '{app}'"
+    ))
+}
+
+#[test]
+fn run_over_tls_with_verify_full_from_the_url_or_the_environment() {
+    let pg = Postgres::start_with_tls("DNS:localhost");
+    let home = tempfile::tempdir().unwrap();
+    let ca = pg.root_cert();
+    let url = format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        pg.url_at("localhost"),
+        ca.display()
+    );
+    let out = lockfile_at_home(home.path())
+        .args(["postgres", "init", &url])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // Renewed every third of a second for two seconds, then released: a
+    // lost lease would exit 79.
+    let out = lockfile_at_home(home.path())
+        .args(["run", "--postgres", &url, "--ttl", "1", "tls", "sh", "-c"])
+        .arg("sleep 2; echo \"$LOCKFILE_FENCING_TOKEN\"")
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = lockfile_at_home(home.path())
+        .args(["inspect", "--json", "--postgres", &url, "tls"])
+        .bounded_output();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report[0]["state"], "free", "{report}");
+    assert_eq!(report[0]["last_run"]["outcome"], "succeeded", "{report}");
+
+    // The same from libpq's variables, with the holder's connection
+    // seen encrypted by the server.
+    let mut cmd = lockfile_at_home(home.path());
+    cmd.env("PGSSLMODE", "verify-full")
+        .env("PGSSLROOTCERT", &ca)
+        .arg("run")
+        .arg("--postgres")
+        .arg(format!(
+            "{}?application_name=cli-tls",
+            pg.url_at("localhost")
+        ))
+        .args(["held", "sh", "-c", "echo ready; sleep 30"]);
+    let (holder, ready) = Background::start(cmd);
+    assert_eq!(ready, "ready");
+    assert_eq!(encrypted(&pg, "cli-tls"), "true 1");
+    drop(holder);
+}
+
+#[test]
+fn a_certificate_that_does_not_verify_or_a_server_without_tls_exits_69_in_one_line() {
+    let pg = Postgres::start_with_tls("DNS:localhost");
+    let plain = Postgres::start();
+    let home = tempfile::tempdir().unwrap();
+    let expect = |url: &str, status: i32, says: &[&str]| {
+        let out = lockfile_at_home(home.path())
+            .args(["run", "--postgres", url, "x", "true"])
+            .bounded_output();
+        let err = stderr(&out);
+        assert_eq!(code(&out), status, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!err.contains(PASSWORD), "{err}");
+        for s in says {
+            assert!(err.contains(s), "{s:?} in {err}");
+        }
+    };
+    let ca = pg.root_cert();
+    expect(
+        &format!(
+            "{}?sslmode=verify-full&sslrootcert={}",
+            pg.url(),
+            ca.display()
+        ),
+        69,
+        &[
+            "127.0.0.1",
+            "certificate verify failed",
+            "not valid for name \"127.0.0.1\"",
+        ],
+    );
+    let other = pg.other_root_cert();
+    expect(
+        &format!(
+            "{}?sslmode=verify-full&sslrootcert={}",
+            pg.url_at("localhost"),
+            other.display()
+        ),
+        69,
+        &["certificate verify failed", "not signed by a CA in"],
+    );
+    // No sslrootcert: libpq's default file, which this home lacks.
+    expect(
+        &format!("{}?sslmode=verify-full", pg.url_at("localhost")),
+        69,
+        &[&format!(
+            "root certificate file `{}` does not exist",
+            home.path().join(".postgresql/root.crt").display()
+        )],
+    );
+    expect(
+        &format!("{}?sslmode=require", plain.url()),
+        69,
+        &["server does not support TLS"],
+    );
+    expect(
+        &format!("{}?sslmode=verify_full", plain.url()),
+        64,
+        &["invalid sslmode \"verify_full\""],
+    );
+    // Once the default file exists, verify-full uses it.
+    std::fs::create_dir(home.path().join(".postgresql")).unwrap();
+    std::fs::copy(&ca, home.path().join(".postgresql/root.crt")).unwrap();
+    let url = format!("{}?sslmode=verify-full", pg.url_at("localhost"));
+    let out = lockfile_at_home(home.path())
+        .args(["postgres", "init", &url])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}

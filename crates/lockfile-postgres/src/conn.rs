@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::{Client, Row};
 
 use crate::server::Server;
 use crate::sql::Statements;
@@ -95,7 +95,8 @@ impl Conn {
     /// authentication, and `target_session_attrs`' check). Its socket is
     /// driven by a task on the current runtime.
     pub(crate) async fn connect_within(&self, limit: Duration) -> Result<Client> {
-        match tokio::time::timeout(limit, self.server.config.connect(NoTls)).await {
+        match tokio::time::timeout(limit, self.server.config.connect(self.server.tls.clone())).await
+        {
             Ok(Ok((client, connection))) => {
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
@@ -167,9 +168,11 @@ impl Conn {
             Err(_) => {
                 // The connection may be fine and the statement merely slow
                 // (a lock wait): stop it there, not only here.
+                // Over TLS as the connection was (the same connector).
                 let token = client.cancel_token();
+                let tls = self.server.tls.clone();
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(CANCEL_WITHIN, token.cancel_query(NoTls)).await;
+                    let _ = tokio::time::timeout(CANCEL_WITHIN, token.cancel_query(tls)).await;
                 });
                 Err(self.unanswered(op, limit))
             }

@@ -71,6 +71,15 @@
 //!   version) and the run's end to `SCHEMA.runs`, where every run is kept
 //!   for the retention that `init --history-days` set (30 days unless told).
 //!
+//! # TLS
+//!
+//! Through rustls on ring, with libpq's parameters and meaning: `sslmode`
+//! from `disable` to `verify-full` (the chain to a root of `sslrootcert`,
+//! and the host's name in the certificate), `sslcert`/`sslkey` for a client
+//! certificate, their `PGSSL*` variables and `~/.postgresql/` files, and
+//! SCRAM channel binding. A certificate that does not verify is an
+//! [`Error::Server`] that names the cause.
+//!
 //! # What a TTL really promises here
 //!
 //! - **The server's clock must slew, not step.** Expiry is judged on it: a
@@ -105,6 +114,7 @@
 #![cfg(unix)]
 
 mod acquire;
+mod channel_binding;
 mod conn;
 mod engine;
 mod guard;
@@ -117,6 +127,8 @@ mod server;
 mod session;
 mod sql;
 pub mod sqlstate;
+mod sslmode;
+mod tls;
 
 pub use guard::LeaseGuard;
 pub use key::{history_key_for, key_for};

@@ -56,10 +56,11 @@ impl fmt::Debug for LeaseOptions {
 impl LeaseOptions {
     /// Options for the server at `url`: a `postgres://user@host:port/db`
     /// URL or libpq's `host=… user=…` form, with any of libpq's parameters
-    /// (`sslmode`, `target_session_attrs=read-write`, …). What it leaves out
-    /// comes from libpq's environment, as for `psql`: `PGHOST`, `PGPORT`,
-    /// `PGUSER`, `PGDATABASE`, `PGPASSWORD`, and the password file
-    /// (`PGPASSFILE`, or `~/.pgpass`). Prefer those to a password in the
+    /// (`sslmode` up to `verify-full`, `sslrootcert`,
+    /// `target_session_attrs=read-write`, …). What it leaves out comes from
+    /// libpq's environment, as for `psql`: `PGHOST`, `PGPORT`, `PGUSER`,
+    /// `PGDATABASE`, `PGPASSWORD`, the password file (`PGPASSFILE`, or
+    /// `~/.pgpass`), `PGSSLMODE`, `PGSSLROOTCERT` and `~/.postgresql/`. Prefer those to a password in the
     /// URL, which every local user can read in a command line.
     pub fn new(url: impl Into<String>) -> LeaseOptions {
         LeaseOptions {

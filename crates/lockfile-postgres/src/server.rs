@@ -1,13 +1,17 @@
 //! Where the server is: the connection URL, completed from libpq's
 //! environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`,
-//! `PGPASSFILE` and `~/.pgpass`), and the same URL without its password, for
-//! every message.
+//! `PGPASSFILE` and `~/.pgpass`; for TLS, `PGSSLMODE`, `PGSSLROOTCERT`,
+//! `PGSSLCERT`, `PGSSLKEY` and `~/.postgresql/`), and the same URL without
+//! its password, for every message.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio_postgres::Config;
-use tokio_postgres::config::Host;
+use tokio_postgres::config::{Host, SslMode};
+
+use crate::sslmode::SslParams;
+use crate::tls::Tls;
 
 /// The port PostgreSQL listens on unless told.
 const DEFAULT_PORT: u16 = 5432;
@@ -16,6 +20,9 @@ const DEFAULT_PORT: u16 = 5432;
 #[derive(Clone)]
 pub(crate) struct Server {
     pub(crate) config: Config,
+    /// TLS as the URL's `sslmode` asks: for every connection and cancel
+    /// request.
+    pub(crate) tls: Tls,
     /// The URL as given, without its password.
     pub(crate) shown: String,
 }
@@ -26,7 +33,8 @@ impl Server {
     /// `psql` would.
     pub(crate) fn parse(url: &str) -> Result<Server, String> {
         let shown = redact(url);
-        let mut config: Config = url
+        let (rest, ssl) = SslParams::take(url).map_err(|e| format!("`{shown}`: {e}"))?;
+        let mut config: Config = rest
             .parse()
             .map_err(|e| format!("`{shown}` is not a PostgreSQL connection string: {e}"))?;
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -58,7 +66,21 @@ impl Server {
         if config.get_application_name().is_none() {
             config.application_name("lockfile");
         }
-        Ok(Server { config, shown })
+        // libpq never uses TLS on a Unix socket, whatever the sslmode.
+        let unix_only = config
+            .get_hosts()
+            .iter()
+            .all(|h| matches!(h, Host::Unix(_)));
+        config.ssl_mode(if unix_only {
+            SslMode::Disable
+        } else {
+            ssl.mode.negotiation()
+        });
+        Ok(Server {
+            config,
+            tls: Tls::new(ssl),
+            shown,
+        })
     }
 
     /// Sets the socket limits that the URL leaves unset: a dead peer is
@@ -103,14 +125,17 @@ pub(crate) fn redact(url: &str) -> String {
     redact_parameter(&out)
 }
 
-/// Hides the value of every `password=` parameter: `password=VALUE` in a
-/// query string (up to `&`) or in libpq's `key=value` form (up to a blank,
-/// or a quoted value).
+/// Hides the value of every `password=` parameter (and libpq's
+/// `sslpassword=`, the client key's): `password=VALUE` in a query string
+/// (up to `&`) or in libpq's `key=value` form (up to a blank, or a quoted
+/// value).
 fn redact_parameter(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("password") {
-        let before_ok = i == 0 || matches!(rest.as_bytes()[i - 1], b'?' | b'&' | b' ' | b'\t');
+        let start = if rest[..i].ends_with("ssl") { i - 3 } else { i };
+        let before_ok =
+            start == 0 || matches!(rest.as_bytes()[start - 1], b'?' | b'&' | b' ' | b'\t');
         let after = &rest[i + "password".len()..];
         let eq = after.len() - after.trim_start().len();
         if !before_ok || !after[eq..].starts_with('=') {
@@ -233,6 +258,14 @@ mod tests {
                 "host=db password=*** dbname=jobs",
             ),
             ("host=db passwordless=1", "host=db passwordless=1"),
+            (
+                "postgres://db/jobs?sslkey=/k&sslpassword=s3cret",
+                "postgres://db/jobs?sslkey=/k&sslpassword=***",
+            ),
+            (
+                "host=db sslpassword='s3cret' mysslpassword=1",
+                "host=db sslpassword=*** mysslpassword=1",
+            ),
         ] {
             assert_eq!(redact(url), shown, "{url}");
             assert!(!redact(url).contains("s3cret"));
@@ -255,6 +288,26 @@ mod tests {
             pgpass_lookup("db:5432:jobs:app", ["db", "5432", "jobs", "app"]),
             None
         );
+    }
+
+    #[test]
+    fn tls_parameters_become_a_negotiation_and_never_reach_a_unix_socket() {
+        use tokio_postgres::config::SslMode;
+        let server =
+            Server::parse("postgres://app:pw@db/jobs?sslmode=verify-full&sslrootcert=/ca.crt")
+                .unwrap();
+        assert_eq!(server.config.get_ssl_mode(), SslMode::Require);
+        assert_eq!(
+            server.shown,
+            "postgres://app@db/jobs?sslmode=verify-full&sslrootcert=/ca.crt"
+        );
+        let server = Server::parse("host=/run/postgresql sslmode=verify-full").unwrap();
+        assert_eq!(server.config.get_ssl_mode(), SslMode::Disable);
+        let err = Server::parse("postgres://app:pw@db/jobs?sslmode=full")
+            .err()
+            .unwrap();
+        assert!(err.contains("invalid sslmode \"full\""), "{err}");
+        assert!(!err.contains("pw@"), "{err}");
     }
 
     #[test]

@@ -105,6 +105,159 @@ fn run(mut cmd: Command, what: &str) -> Output {
 impl Postgres {
     /// Starts a server with these extra settings (`name=value`).
     pub fn start_with(settings: &[&str]) -> Postgres {
+        Postgres::initialized(settings).started()
+    }
+
+    /// Starts a server with `ssl = on` that takes TCP connections over TLS
+    /// only (`hostssl`), its certificate signed by a test CA of its own and
+    /// naming only `san` (subjectAltName entries: `DNS:localhost`,
+    /// `IP:127.0.0.1`). Made at start with the `openssl` command: the CA
+    /// ([`root_cert`](Self::root_cert)), a second CA that signed nothing
+    /// here ([`other_root_cert`](Self::other_root_cert)), and a client
+    /// certificate for the role `certuser`, which logs in by certificate
+    /// alone ([`client_cert`](Self::client_cert)).
+    pub fn start_with_tls(san: &str) -> Postgres {
+        let pg = Postgres::initialized(&[]);
+        let dir = pg.dir.path();
+        let openssl = |args: &[&str]| {
+            let mut cmd = Command::new("openssl");
+            cmd.current_dir(dir).args(args);
+            run(cmd, &format!("openssl {}", args.join(" ")));
+        };
+        let key = |name: &str| {
+            openssl(&[
+                "ecparam",
+                "-name",
+                "prime256v1",
+                "-genkey",
+                "-noout",
+                "-out",
+                name,
+            ]);
+        };
+        for ca in ["ca", "other-ca"] {
+            key(&format!("{ca}.key"));
+            openssl(&[
+                "req",
+                "-x509",
+                "-new",
+                "-key",
+                &format!("{ca}.key"),
+                "-out",
+                &format!("{ca}.crt"),
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN=lockfile test {ca}"),
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ]);
+        }
+        let sign = |name: &str, subject: &str, extensions: &str| {
+            key(&format!("{name}.key"));
+            openssl(&[
+                "req",
+                "-new",
+                "-key",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                subject,
+            ]);
+            std::fs::write(dir.join(format!("{name}.ext")), extensions).unwrap();
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                &format!("{name}.crt"),
+                "-extfile",
+                &format!("{name}.ext"),
+            ]);
+        };
+        sign(
+            "server",
+            "/CN=lockfile test server",
+            &format!(
+                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+                 extendedKeyUsage=serverAuth\nsubjectAltName={san}\n"
+            ),
+        );
+        sign(
+            "client",
+            "/CN=certuser",
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+        );
+        for name in ["ca.crt", "other-ca.crt", "server.crt", "client.crt"] {
+            std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+        // PostgreSQL refuses a key that is not its user's alone; so does a
+        // TLS client.
+        for name in ["server.key", "client.key"] {
+            std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600))
+                .unwrap();
+        }
+        if is_root() {
+            let unprivileged = UNPRIVILEGED.parse().ok();
+            for name in ["server.crt", "server.key"] {
+                std::os::unix::fs::chown(dir.join(name), unprivileged, unprivileged)
+                    .expect("give the server's key to its user");
+            }
+        }
+        let data = dir.join("data");
+        let mut conf = std::fs::read_to_string(data.join("postgresql.auto.conf")).unwrap();
+        conf.push_str(&format!(
+            "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\nssl_ca_file = '{}'\n",
+            dir.join("server.crt").display(),
+            dir.join("server.key").display(),
+            dir.join("ca.crt").display(),
+        ));
+        std::fs::write(data.join("postgresql.auto.conf"), conf).unwrap();
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\n\
+             hostssl all certuser 127.0.0.1/32 cert\n\
+             hostssl all all 127.0.0.1/32 scram-sha-256\n\
+             hostssl all all ::1/128 scram-sha-256\n",
+        )
+        .unwrap();
+        let pg = pg.started();
+        pg.psql("CREATE ROLE certuser LOGIN SUPERUSER");
+        pg
+    }
+
+    /// The test CA's certificate (servers started by
+    /// [`start_with_tls`](Self::start_with_tls)).
+    pub fn root_cert(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    /// A CA that signed none of this server's certificates.
+    pub fn other_root_cert(&self) -> PathBuf {
+        self.dir.path().join("other-ca.crt")
+    }
+
+    /// The certificate and key of the role `certuser`, signed by the test
+    /// CA.
+    pub fn client_cert(&self) -> (PathBuf, PathBuf) {
+        let dir = self.dir.path();
+        (dir.join("client.crt"), dir.join("client.key"))
+    }
+
+    /// A server initialised with these extra settings, not started.
+    fn initialized(settings: &[&str]) -> Postgres {
         let bin = bin_dir();
         let dir = tempfile::Builder::new()
             .prefix("lockfile-pg")
@@ -143,19 +296,23 @@ impl Postgres {
         let mut existing = std::fs::read_to_string(&auto).unwrap_or_default();
         existing.push_str(&conf);
         std::fs::write(&auto, existing).unwrap();
-        let mut pg = Postgres {
+        Postgres {
             dir,
             bin,
             port: 0,
             bouncer: None,
-        };
+        }
+    }
+
+    /// Starts an initialised server on a free port.
+    fn started(mut self) -> Postgres {
         for _ in 0..5 {
-            pg.port = free_port();
-            if pg.try_start() {
-                return pg;
+            self.port = free_port();
+            if self.try_start() {
+                return self;
             }
         }
-        panic!("PostgreSQL did not start: {}", pg.log());
+        panic!("PostgreSQL did not start: {}", self.log());
     }
 
     /// Starts a server with the default settings.
@@ -189,10 +346,13 @@ impl Postgres {
 
     /// The URL of the server itself, as the superuser.
     pub fn url(&self) -> String {
-        format!(
-            "postgres://{USER}:{PASSWORD}@127.0.0.1:{}/postgres",
-            self.port
-        )
+        self.url_at("127.0.0.1")
+    }
+
+    /// The URL of the server by the name `host` (which must lead to
+    /// 127.0.0.1), as the superuser.
+    pub fn url_at(&self, host: &str) -> String {
+        format!("postgres://{USER}:{PASSWORD}@{host}:{}/postgres", self.port)
     }
 
     /// The URL through PgBouncer in transaction pooling mode (started on

@@ -63,14 +63,21 @@ fn expect_lost(holder: &mut Holder, limit: Duration) -> Lost {
     }
 }
 
-/// Whether `pid` is stopped, as /proc/PID/stat says.
+/// Whether every thread of `pid` has stopped, as their /proc/PID/task/TID/stat
+/// say: a process's own stat shows only its main thread, which may stop
+/// before another thread does.
 fn stopped(pid: rustix::process::Pid) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('T')
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw_nonzero())) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('T')
+        })
     })
 }
 

@@ -327,14 +327,21 @@ fn contents(file: &File) -> String {
     String::from_utf8_lossy(&bytes(file)).into_owned()
 }
 
-/// Whether `pid` is stopped (SIGSTOP), as its /proc/PID/stat says.
+/// Whether every thread of `pid` has stopped (SIGSTOP), as their
+/// /proc/PID/task/TID/stat say: a process's own stat shows only its main
+/// thread, which may stop before another thread does.
 pub(crate) fn stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('T')
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('T')
+        })
     })
 }
 

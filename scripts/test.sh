@@ -21,8 +21,9 @@ if [ "$(id -u)" -eq 0 ]; then root=true; fi
 # terminal; the metrics tests check every
 # file with Prometheus's promtool and serve it through a real node_exporter;
 # binutils' readelf reads the binary's glibc symbol versions; libfaketime
-# skews the clocks of `--once-per` contenders under a lease; openssl makes
-# the test CA and certificates of the PostgreSQL TLS tests; the tests that
+# skews the clocks of `--once-per` contenders under a lease and steps a
+# PostgreSQL server's clock; openssl makes the test CA and certificates of
+# the PostgreSQL TLS tests; the tests that
 # need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
 # btrfs image.
 tools=(protoc:protobuf-compiler etcd:etcd-server pg_ctlcluster:postgresql pgbouncer:pgbouncer openssl:openssl flock:util-linux python3:python3 script:bsdutils

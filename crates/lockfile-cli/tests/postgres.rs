@@ -14,12 +14,14 @@ mod pg;
 #[path = "../../lockfile-etcd/tests/common/proxy.rs"]
 mod proxy;
 
-use std::process::Output;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
+use lockfile_examples::FencedStore;
 use serde_json::Value;
 
-use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr};
+use common::fenced::{Event, Writer};
+use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
 use pg::{PASSWORD, Postgres};
 use proxy::Proxy;
 
@@ -559,4 +561,355 @@ fn a_certificate_that_does_not_verify_or_a_server_without_tls_exits_69_in_one_li
         .args(["postgres", "init", &url])
         .bounded_output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+// ---------------------------------------------------------------------------
+// Faults a fencing token answers: a stopped holder, a server clock that steps
+
+/// The test that runs as COMMAND in the fault tests below: a writer to a
+/// fenced store (see `common::fenced`).
+const WRITER: &str = "fenced_writer_entry";
+
+#[test]
+fn fenced_writer_entry() {
+    common::fenced::write_if_requested();
+}
+
+/// Stops the process group `pgid` (wrapper and COMMAND) at a moment when
+/// `writer` is outside a store write: one stopped inside would keep every
+/// other writer waiting on the store's lock until it continues.
+fn stop_outside_a_write(pgid: u32, writer: u32, store: &FencedStore) {
+    loop {
+        common::signal_group(pgid, "STOP");
+        // kill(2) may return before the target is off its CPU.
+        wait_until("the writer to stop", || common::stopped(writer));
+        if !store.busy().unwrap() {
+            return;
+        }
+        common::signal_group(pgid, "CONT");
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+/// The store's history, as what it must be: the first holder's writes,
+/// then, from the new holder's first write on, never a lower token.
+fn assert_fenced(store: &FencedStore, old: u64, new: u64) {
+    let history = store.history().unwrap();
+    let first_new = history
+        .iter()
+        .position(|w| w.token == new)
+        .unwrap_or_else(|| panic!("the new holder's write is missing: {history:?}"));
+    assert!(
+        history[..first_new].iter().all(|w| w.token == old),
+        "{history:?}"
+    );
+    assert!(
+        history[first_new..].iter().all(|w| w.token >= new),
+        "the store accepted the old token after the new one: {history:?}"
+    );
+}
+
+/// `lockfile run` whose whole process group is stopped (SIGSTOP) past its
+/// TTL: a contender takes the lease with a larger token and writes to the
+/// fenced store. When the group continues, in the worst order (COMMAND
+/// before the wrapper), COMMAND's late write is refused by the store; the
+/// wrapper then finds its deadline passed, kills COMMAND and exits 79.
+#[test]
+fn a_run_stopped_past_its_ttl_is_fenced_off_and_exits_79_once_continued() {
+    let mut pg = server();
+    let url = pg.bouncer_url();
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store.json");
+    let store = FencedStore::new(&store_path);
+    let a = Writer::new(&store_path, dir.path().join("a.log"));
+    let (mut wrapper, _) =
+        Background::start(a.run(WRITER, &["--postgres", &url, "--ttl", "2", "paused"]));
+    let (a_pid, a_token) = a.started();
+    a.wait_for("a first accepted write", |e| {
+        matches!(e, Event::Accepted { .. })
+    });
+
+    stop_outside_a_write(wrapper.pid(), a_pid, &store);
+    let stopped_at = Instant::now();
+    let seen = a.events().len();
+    let b = Writer::new(&store_path, dir.path().join("b.log")).writes(1);
+    let out = b
+        .run(
+            WRITER,
+            &["-w", "20", "--postgres", &url, "--ttl", "2", "paused"],
+        )
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let took = stopped_at.elapsed();
+    let (_, b_token) = b.started();
+    assert_eq!(b.events()[1], Event::Accepted { batch: 1 });
+    assert!(b_token > a_token, "tokens rise: {a_token} then {b_token}");
+    assert_eq!(a.events().len(), seen, "nothing runs in a stopped group");
+
+    // COMMAND first, alone: it writes before its wrapper can stop it.
+    common::signal(a_pid, "CONT");
+    let late = a.wait_for("the late write", |e| matches!(e, Event::Refused { .. }));
+    assert!(
+        matches!(late, Event::Refused { highest, .. } if highest == b_token),
+        "{late:?}"
+    );
+    common::signal_group(wrapper.pid(), "CONT");
+    let (status, err) = wrapper.wait();
+    eprintln!(
+        "SIGSTOP past the TTL (2s): the contender ran {took:?} after the stop, token {a_token} -> {b_token}\n{err}"
+    );
+    assert_eq!(status, 79, "{err}");
+    assert!(err.contains("the lease on `paused` is lost"), "{err}");
+    assert!(!alive(a_pid), "COMMAND was killed: {err}");
+    // Every write COMMAND attempted after the contender's was refused.
+    let after: Vec<Event> = a.events()[seen..].to_vec();
+    assert!(!after.is_empty());
+    assert!(
+        after
+            .iter()
+            .all(|e| matches!(e, Event::Refused { highest, .. } if *highest == b_token)),
+        "{after:?}"
+    );
+    assert_fenced(&store, a_token, b_token);
+}
+
+/// The server's wall clock steps forward past the TTL while A holds: by the
+/// database's clock A's lease has expired, so B takes it at once with a
+/// larger token, while A's monotonic deadline is still far ahead and A
+/// still believes it holds. The store refuses A's next write; A's next
+/// renewal, which checks its token and the expiry, finds the lease gone:
+/// the run stops COMMAND and exits 79 long before A's own deadline.
+#[test]
+fn a_server_clock_stepped_past_the_ttl_hands_over_the_lease_and_the_holder_stops_at_its_next_renewal()
+ {
+    let mut pg = Postgres::start_with_steppable_clock(&[]);
+    let out = lockfile()
+        .args(["postgres", "init", &pg.url()])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let url = pg.bouncer_url();
+    // Renewals every 10 s: the step and B's run fit well before A's first.
+    let ttl = Duration::from_secs(30);
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store.json");
+    let store = FencedStore::new(&store_path);
+    let a = Writer::new(&store_path, dir.path().join("a.log"));
+    let (mut wrapper, _) =
+        Background::start(a.run(WRITER, &["--postgres", &url, "--ttl", "30", "stepped"]));
+    let (a_pid, a_token) = a.started();
+    let started = Instant::now();
+    a.wait_for("a first accepted write", |e| {
+        matches!(e, Event::Accepted { .. })
+    });
+
+    let ahead = ttl * 2;
+    pg.step_clock(ahead);
+    let stepped_at = Instant::now();
+    // The server's clock did step, and psql's (the real one) did not.
+    let server_now: f64 = pg
+        .psql("SELECT extract(epoch FROM clock_timestamp())")
+        .parse()
+        .unwrap();
+    let real_now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        server_now - real_now > ahead.as_secs_f64() - 5.0,
+        "the server's clock is {:.1}s ahead",
+        server_now - real_now
+    );
+
+    let b = Writer::new(&store_path, dir.path().join("b.log")).writes(1);
+    let out = b
+        .run(
+            WRITER,
+            &["-n", "--postgres", &url, "--ttl", "30", "stepped"],
+        )
+        .bounded_output();
+    assert_eq!(code(&out), 0, "B takes the lease at once: {}", stderr(&out));
+    let handed_over = stepped_at.elapsed();
+    let (_, b_token) = b.started();
+    assert!(b_token > a_token, "tokens rise: {a_token} then {b_token}");
+    assert_eq!(
+        wrapper.try_code(),
+        None,
+        "A still runs, believing it holds: {}",
+        wrapper.stderr_so_far()
+    );
+    let late = a.wait_for("A's late write", |e| matches!(e, Event::Refused { .. }));
+    assert!(
+        matches!(late, Event::Refused { highest, .. } if highest == b_token),
+        "{late:?}"
+    );
+
+    let (status, err) = wrapper.wait();
+    let exited = started.elapsed();
+    eprintln!(
+        "server clock stepped {ahead:?} ahead (TTL {ttl:?}): B's run was done {handed_over:?} after the step, token {a_token} -> {b_token}; A exited {exited:?} after it acquired\n{err}"
+    );
+    assert_eq!(status, 79, "{err}");
+    // Declared by the renewal's answer, not by the deadline.
+    assert!(
+        err.contains("the lease on `stepped` is lost (the server answered a renewal"),
+        "{err}"
+    );
+    assert!(exited < ttl, "A stopped {exited:?} after acquiring");
+    assert!(!alive(a_pid), "COMMAND was killed: {err}");
+    assert_fenced(&store, a_token, b_token);
+}
+
+// ---------------------------------------------------------------------------
+// A serializable server default: 40001 and 40P01 retried, and counted
+
+/// The `statement_retried` events in a `--log-format json` stderr, each
+/// checked for its shape: a JSON object with the lease's key, the
+/// statement's operation, a retryable SQLSTATE and the attempt that failed.
+fn retries(stderr: &str, name: &str) -> Vec<Value> {
+    let events: Vec<Value> = stderr
+        .lines()
+        .filter(|l| l.contains("statement_retried"))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for e in &events {
+        assert_eq!(e["event"], "statement_retried", "{e}");
+        assert_eq!(e["level"], "INFO", "{e}");
+        assert_eq!(e["key"], format!("lockfile.leases/{name}"), "{e}");
+        assert!(!e["op"].as_str().unwrap_or("").is_empty(), "{e}");
+        assert!(
+            matches!(e["sqlstate"].as_str(), Some("40001" | "40P01")),
+            "{e}"
+        );
+        assert!((1..5).contains(&e["attempt"].as_u64().unwrap_or(0)), "{e}");
+    }
+    events
+}
+
+/// Under `default_transaction_isolation = serializable`, a transaction of
+/// psql's that updates the lease's row and commits while the holder's
+/// renewal waits on that row makes the renewal fail with 40001 ("could not
+/// serialize access due to concurrent update"), every time: the renewal is
+/// sent again, once, succeeds, and the run goes on to exit 0. Contending
+/// runs meanwhile stay one at a time with rising tokens, however many
+/// statements they retried.
+#[test]
+fn under_a_serializable_default_a_conflicting_update_is_retried_once_and_contention_stays_correct()
+{
+    let mut pg = Postgres::start_with(&["default_transaction_isolation=serializable"]);
+    let out = lockfile()
+        .args(["postgres", "init", &pg.url()])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        pg.psql("SHOW default_transaction_isolation"),
+        "serializable"
+    );
+    let url = pg.bouncer_url();
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("done");
+
+    // Renewals every 3 s, each answered within 3 s.
+    let (mut holder, ready) = Background::spawn(&[
+        "--log-format",
+        "json",
+        "--postgres",
+        &url,
+        "--ttl",
+        "9",
+        "retried",
+        "sh",
+        "-c",
+        &format!(
+            "echo ready; for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done; exit 1",
+            done.display()
+        ),
+    ]);
+    assert_eq!(ready, "ready");
+    let mut psql = Command::new(pg.psql_program())
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &pg.url()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut session = psql.stdin.take().unwrap();
+    use std::io::Write as _;
+    // Read committed: should a renewal commit while psql's update waits,
+    // psql's transaction goes on with the new row instead of failing.
+    // The holder's statements keep the server's default, serializable.
+    session
+        .write_all(
+            b"BEGIN ISOLATION LEVEL READ COMMITTED;\n\
+              UPDATE lockfile.leases SET renewed_at = renewed_at WHERE name = 'retried';\n",
+        )
+        .unwrap();
+    session.flush().unwrap();
+    // The row is psql's until it commits; the holder's next renewal waits.
+    wait_until("psql's update", || {
+        pg.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction' \
+             AND query LIKE 'UPDATE lockfile.leases%'",
+        ) == "1"
+    });
+    wait_until("the renewal to wait on the row", || {
+        pg.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%renewed_at = statement_timestamp()%'",
+        ) == "1"
+    });
+    session.write_all(b"COMMIT;\n").unwrap();
+    drop(session);
+    assert!(psql.wait().unwrap().success());
+    wait_until("the retry", || {
+        !retries(&holder.stderr_so_far(), "retried").is_empty()
+    });
+    // The retried renewal answered: the holder's lease is still the row's.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&done, b"").unwrap();
+    let (status, err) = holder.wait();
+    assert_eq!(status, 0, "{err}");
+    let retried = retries(&err, "retried");
+    assert_eq!(retried.len(), 1, "{err}");
+    assert_eq!(retried[0]["sqlstate"], "40001", "{err}");
+    assert_eq!(retried[0]["attempt"], 1, "{err}");
+    assert_eq!(retried[0]["op"], "Renew", "{err}");
+    assert!(!err.contains("renewal_failed"), "{err}");
+    assert!(!err.contains("\"lease_lost\""), "{err}");
+
+    // Contention: four contenders, five runs each, one at a time.
+    let held = dir.path().join("held");
+    let tokens = dir.path().join("tokens");
+    let script = format!(
+        "mkdir '{held}' || exit 99; echo \"$LOCKFILE_FENCING_TOKEN\" >> '{tokens}'; sleep 0.02; rmdir '{held}'",
+        held = held.display(),
+        tokens = tokens.display()
+    );
+    let contenders: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, script) = (url.clone(), script.clone());
+            std::thread::spawn(move || {
+                (0..5)
+                    .map(|_| {
+                        lockfile()
+                            .args(["--log-format", "json", "run", "-w", "60"])
+                            .args(["--postgres", &url, "--ttl", "5", "serial"])
+                            .args(["sh", "-c", &script])
+                            .bounded_output()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut count = 0;
+    for out in contenders.into_iter().flat_map(|t| t.join().unwrap()) {
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        count += retries(&stderr(&out), "serial").len();
+    }
+    let tokens: Vec<u64> = std::fs::read_to_string(&tokens)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 20);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    eprintln!("serializable: 20 contended runs retried {count} statement(s)");
 }

@@ -13,13 +13,9 @@
 //! continued, it finishes the write it had already checked: the lease cannot
 //! stop that write, but the store can, because it has seen B's token.
 //!
-//! The store is in `fenced_store/store.rs`: a file-backed register that
-//! refuses a token lower than the highest it has accepted.
-
-// The tests use the parts of the store that this demonstration does not.
-#[allow(dead_code)]
-#[path = "fenced_store/store.rs"]
-mod store;
+//! The store is the examples package's `FencedStore` (`examples/fenced_store.rs`
+//! in the workspace): a file-backed register that refuses a token lower than
+//! the highest it has accepted, and knows no engine.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -28,9 +24,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use lockfile_etcd::LeaseOptions;
+use lockfile_examples::FencedStore;
 use rustix::process::{Pid, Signal, kill_process};
-
-use crate::store::FencedStore;
 
 const NAME: &str = "fenced-store-demo";
 const TTL: Duration = Duration::from_secs(2);

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::proxy::Proxy;
-use common::store::FencedStore;
 use common::{Etcd, mono_ns, secs, to_mono};
 use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, Step};
+use lockfile_examples::FencedStore;
 use rustix::process::Signal;
 
 /// The test that child processes run (see `common::child`).
@@ -61,6 +61,24 @@ fn expect_lost(holder: &mut Holder, limit: Duration) -> Lost {
         },
         _ => unreachable!(),
     }
+}
+
+/// Whether every thread of `pid` has stopped, as their /proc/PID/task/TID/stat
+/// say: a process's own stat shows only its main thread, which may stop
+/// before another thread does.
+fn stopped(pid: rustix::process::Pid) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw_nonzero())) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('T')
+        })
+    })
 }
 
 /// SIGKILL the holder: another process, already waiting, acquires within
@@ -109,8 +127,22 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off() {
         matches!(e, Ev::Write { accepted: true, .. })
     });
 
-    let stopped_at = mono_ns() as i64;
-    holder.signal(Signal::STOP);
+    let store = FencedStore::new(&store_path);
+    // Stopped outside a store write: a holder stopped inside one would keep
+    // the contender's write waiting on the store's lock until SIGCONT.
+    let stopped_at = loop {
+        let at = mono_ns() as i64;
+        holder.signal(Signal::STOP);
+        // kill(2) may return before the holder is off its CPU.
+        while !stopped(holder.pid()) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if !store.busy().unwrap() {
+            break at;
+        }
+        holder.signal(Signal::CONT);
+        std::thread::sleep(Duration::from_millis(3));
+    };
     let contender = etcd
         .options(ttl)
         .timeout(ttl * 4)
@@ -118,7 +150,6 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off() {
         .expect("the stopped holder's lease expires");
     let new_token = contender.fencing_token();
     assert!(new_token > old_token);
-    let store = FencedStore::new(&store_path);
     store.write(new_token, "contender").unwrap();
 
     let resumed_at = mono_ns() as i64;

@@ -1,5 +1,6 @@
 //! Real faults against a real PostgreSQL: a terminated backend, a server
-//! restart short and long, a black-holed network. Assertions are about
+//! restart short and long, a black-holed network, a server clock that
+//! steps. Assertions are about
 //! order (the holder's belief ends before anyone else's begins) and bounds
 //! with generous margins, never exact timings.
 
@@ -11,6 +12,7 @@ use common::engine;
 use common::pg::Postgres;
 use common::proxy::Proxy;
 use lockfile::wait::Wait;
+use lockfile_examples::{FencedStore, StoreError};
 use lockfile_postgres::{Engine, LeaseRequest, LostReason};
 
 fn request() -> LeaseRequest {
@@ -163,4 +165,74 @@ fn behind_a_black_hole_the_holder_declares_the_loss_by_its_deadline_and_before_t
     let released = Instant::now();
     assert!(lease.release().unwrap_err().is_lost());
     assert!(released.elapsed() < Duration::from_secs(3));
+}
+
+/// The server's wall clock steps forward past the TTL while A holds (an NTP
+/// step, `date -s`): by the database's clock, which decides, A's lease has
+/// expired, and B takes it at once with a larger token. A cannot know: its
+/// deadline is on its own monotonic clock, still ahead, and `check()`
+/// passes. Only the store stops A's late write. At its next renewal, which
+/// asks for A's token on a lease not yet expired, A learns the lease is
+/// gone, long before its own deadline.
+#[test]
+fn a_server_clock_stepped_past_the_ttl_hands_over_the_lease_and_the_store_refuses_the_old_holder() {
+    let mut pg = Postgres::start_with_steppable_clock(&[]);
+    let ttl = Duration::from_secs(9);
+    let engine = engine(&pg.bouncer_url(), ttl);
+    let dir = tempfile::tempdir().unwrap();
+    let store = FencedStore::new(dir.path().join("store.json"));
+    let a = engine.acquire("stepped", &request()).unwrap();
+    let signal = a.signal();
+    store.write(a.fencing_token(), "A's first batch").unwrap();
+    // Step just after a renewal: the next one is a third of the TTL away.
+    let before = signal.last_renewal();
+    assert!(
+        within(ttl, || signal.last_renewal() > before),
+        "no renewal: {signal:?}"
+    );
+    let renewed_at = signal.last_renewal();
+    pg.step_clock(ttl * 10);
+
+    let b = engine.acquire("stepped", &request()).unwrap();
+    assert!(
+        b.fencing_token() > a.fencing_token(),
+        "tokens rise: {} then {}",
+        a.fencing_token(),
+        b.fencing_token()
+    );
+    let handed_over = Instant::now();
+    assert!(
+        signal.check().is_ok() && handed_over < signal.deadline(),
+        "A cannot tell yet: {signal:?}"
+    );
+    store.write(b.fencing_token(), "B's batch").unwrap();
+    let late = store
+        .write(a.fencing_token(), "A's late batch")
+        .unwrap_err();
+    assert!(
+        matches!(late, StoreError::Fenced { token, highest, .. }
+            if token == a.fencing_token() && highest == b.fencing_token()),
+        "{late:?}"
+    );
+
+    let reason = signal.wait_lost(ttl).expect("lost at the next renewal");
+    let lost_at = signal.lost_at().unwrap();
+    eprintln!(
+        "server clock stepped {:?} (TTL {ttl:?}): B took over {:?} after A's last renewal, A learnt it {:?} after that renewal: {reason}",
+        ttl * 10,
+        handed_over - renewed_at,
+        lost_at - renewed_at
+    );
+    assert!(matches!(reason, LostReason::Expired), "{reason}");
+    assert!(lost_at < signal.deadline(), "{signal:?}");
+    assert!(
+        lost_at - renewed_at <= ttl / 3 + Duration::from_secs(1),
+        "{:?} after the last renewal",
+        lost_at - renewed_at
+    );
+    let expected = [a.fencing_token(), b.fencing_token()];
+    assert!(a.release().unwrap_err().is_lost());
+    b.release().unwrap();
+    let tokens: Vec<u64> = store.history().unwrap().iter().map(|w| w.token).collect();
+    assert_eq!(tokens, expected);
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod fenced;
 pub(crate) mod prometheus;
 pub(crate) mod ticks;
 
@@ -93,6 +94,17 @@ pub(crate) fn stderr(out: &Output) -> String {
 
 /// Sends SIG`name` (`"TERM"`, `"KILL"`, ...) to `pid`.
 pub(crate) fn signal(pid: u32, name: &str) {
+    let pid = libc::pid_t::try_from(pid).unwrap();
+    kill(pid, name);
+}
+
+/// Sends SIG`name` to every process of the process group `pgid`.
+pub(crate) fn signal_group(pgid: u32, name: &str) {
+    let pgid = libc::pid_t::try_from(pgid).unwrap();
+    kill(-pgid, name);
+}
+
+fn kill(pid: libc::pid_t, name: &str) {
     let sig = match name {
         "HUP" => libc::SIGHUP,
         "INT" => libc::SIGINT,
@@ -102,7 +114,6 @@ pub(crate) fn signal(pid: u32, name: &str) {
         "CONT" => libc::SIGCONT,
         _ => panic!("no signal named {name} here"),
     };
-    let pid = libc::pid_t::try_from(pid).unwrap();
     // SAFETY: kill(2) takes plain integers.
     let rc = unsafe { libc::kill(pid, sig) };
     assert_eq!(
@@ -314,6 +325,24 @@ fn bytes(file: &File) -> Vec<u8> {
 /// [`bytes`], as text.
 fn contents(file: &File) -> String {
     String::from_utf8_lossy(&bytes(file)).into_owned()
+}
+
+/// Whether every thread of `pid` has stopped (SIGSTOP), as their
+/// /proc/PID/task/TID/stat say: a process's own stat shows only its main
+/// thread, which may stop before another thread does.
+pub(crate) fn stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('T')
+        })
+    })
 }
 
 /// The processes whose process group is `pgid`.

@@ -12,10 +12,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use lockfile_etcd::{LeaseOptions, LostReason, Step};
+use lockfile_examples::{FencedStore, StoreError};
 use rustix::process::{Pid, Signal, kill_process};
 use serde::{Deserialize, Serialize};
 
-use super::store::{FencedStore, StoreError};
 use super::{mono_ns, to_mono};
 
 const ROLE_ENV: &str = "LOCKFILE_ETCD_TEST_ROLE";

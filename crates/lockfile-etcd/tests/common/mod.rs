@@ -4,9 +4,6 @@
 
 pub mod child;
 pub mod proxy;
-/// The `fenced_store` example's store: the resource the holders write to.
-#[path = "../../examples/fenced_store/store.rs"]
-pub mod store;
 
 use std::fs::File;
 use std::net::TcpListener;

@@ -3,9 +3,15 @@
 //! ports, password authentication. Both refuse to run as root, so as root
 //! they run as the unprivileged uid 65534. Stopped when dropped.
 //!
-//! Shared by the engine's tests and the command's (through `#[path]`): std
-//! and tempfile only.
+//! On demand the server's clock can be stepped: the server then runs under
+//! libfaketime (Debian: `faketime`), which adds the offset in a file of the
+//! test's own to every wall-clock read, and reads that file again on every
+//! read. Its monotonic clock is left alone, as a real step leaves it.
+//!
+//! Shared by the engine's tests and the command's (through `#[path]`): std,
+//! tempfile and rustix only.
 
+use std::ffi::OsString;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +30,9 @@ pub struct Postgres {
     bin: PathBuf,
     pub port: u16,
     bouncer: Option<Bouncer>,
+    /// The file of the wall-clock offset libfaketime gives the server, when
+    /// it runs under libfaketime.
+    clock: Option<PathBuf>,
 }
 
 struct Bouncer {
@@ -74,18 +83,49 @@ fn bin_dir() -> PathBuf {
 
 /// `program` as the servers' user: itself, or uid 65534 under root.
 fn as_server_user(program: &Path) -> Command {
-    if is_root() {
+    as_server_user_with(program, &[])
+}
+
+/// `program` as the servers' user, with `env` set for it alone: through
+/// env(1), so that setpriv, which runs as root, does not get it. (libfaketime
+/// preloaded into a root process shares its state through shared memory
+/// that the server's user then cannot open.)
+fn as_server_user_with(program: &Path, env: &[(String, String)]) -> Command {
+    let mut line: Vec<OsString> = Vec::new();
+    if !env.is_empty() {
+        line.push("env".into());
+        line.extend(env.iter().map(|(k, v)| OsString::from(format!("{k}={v}"))));
+    }
+    line.push(program.into());
+    let mut cmd = if is_root() {
         let mut cmd = Command::new("setpriv");
         cmd.args([
             &format!("--reuid={UNPRIVILEGED}"),
             &format!("--regid={UNPRIVILEGED}"),
             "--clear-groups",
-        ])
-        .arg(program);
+        ]);
         cmd
     } else {
-        Command::new(program)
-    }
+        Command::new(line.remove(0))
+    };
+    cmd.args(&line);
+    cmd
+}
+
+/// libfaketime's preload library, where Debian and a source install put it.
+fn libfaketime() -> PathBuf {
+    let multiarch = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("faketime"));
+    ["/usr/lib/faketime", "/usr/local/lib/faketime"]
+        .into_iter()
+        .map(PathBuf::from)
+        .chain(multiarch)
+        .map(|dir| dir.join("libfaketime.so.1"))
+        .find(|p| p.is_file())
+        .expect("this test steps the server's clock with libfaketime: install it (Debian: apt-get install faketime)")
 }
 
 fn run(mut cmd: Command, what: &str) -> Output {
@@ -256,6 +296,15 @@ impl Postgres {
         (dir.join("client.crt"), dir.join("client.key"))
     }
 
+    /// Starts a server whose wall clock [`step_clock`](Self::step_clock)
+    /// can step, with these extra settings.
+    pub fn start_with_steppable_clock(settings: &[&str]) -> Postgres {
+        let mut pg = Postgres::initialized(settings);
+        pg.clock = Some(pg.dir.path().join("clock-offset"));
+        pg.step_clock_to("+0");
+        pg.started()
+    }
+
     /// A server initialised with these extra settings, not started.
     fn initialized(settings: &[&str]) -> Postgres {
         let bin = bin_dir();
@@ -301,6 +350,7 @@ impl Postgres {
             bin,
             port: 0,
             bouncer: None,
+            clock: None,
         }
     }
 
@@ -326,8 +376,42 @@ impl Postgres {
         cmd
     }
 
+    /// Steps the server's wall clock to `ahead` of the real time, at once,
+    /// as `date -s` or an NTP step would: every backend reads it at its
+    /// next clock read. Its monotonic clock goes on undisturbed.
+    pub fn step_clock(&self, ahead: Duration) {
+        self.step_clock_to(&format!("+{}", ahead.as_secs()));
+    }
+
+    fn step_clock_to(&self, offset: &str) {
+        let Some(file) = &self.clock else {
+            assert_eq!(offset, "+0", "start the server with a steppable clock");
+            return;
+        };
+        // Replaced, never rewritten in place: a read sees the old offset or
+        // the new one, never an empty file.
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, format!("{offset}\n")).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::rename(&tmp, file).unwrap();
+    }
+
     fn try_start(&self) -> bool {
-        let mut cmd = self.pg_ctl();
+        let mut cmd = match &self.clock {
+            Some(file) => {
+                let env = [
+                    ("LD_PRELOAD", libfaketime().display().to_string()),
+                    ("FAKETIME_TIMESTAMP_FILE", file.display().to_string()),
+                    ("FAKETIME_NO_CACHE", "1".to_owned()),
+                    ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned()),
+                ]
+                .map(|(k, v)| (k.to_owned(), v));
+                let mut cmd = as_server_user_with(&self.bin.join("pg_ctl"), &env);
+                cmd.arg("-D").arg(self.dir.path().join("data"));
+                cmd
+            }
+            None => self.pg_ctl(),
+        };
         cmd.arg("-l")
             .arg(self.dir.path().join("pg.log"))
             .args(["-w", "-t", "60", "-o"])
@@ -413,6 +497,11 @@ impl Postgres {
             "PgBouncer did not start: {}",
             std::fs::read_to_string(dir.join("pgbouncer.log")).unwrap_or_default()
         );
+    }
+
+    /// psql, for a session the test drives itself.
+    pub fn psql_program(&self) -> PathBuf {
+        self.bin.join("psql")
     }
 
     /// Runs SQL as the superuser with psql; returns its unaligned output.

@@ -1,10 +1,6 @@
-//! The `fenced_store` example's store, on its own: no etcd needed.
+//! The fenced store on its own: no lease, no server.
 
-#[allow(dead_code)]
-#[path = "../examples/fenced_store/store.rs"]
-mod store;
-
-use store::{FencedStore, StoreError};
+use lockfile_examples::{FencedStore, StoreError};
 
 #[test]
 fn a_paused_holders_late_write_is_refused() {
@@ -46,6 +42,19 @@ fn accepts_equal_and_higher_tokens_and_rejects_lower_ones() {
     assert_eq!(store.highest_token().unwrap(), 8);
     let tokens: Vec<u64> = store.history().unwrap().iter().map(|w| w.token).collect();
     assert_eq!(tokens, [5, 5, 8]);
+}
+
+#[test]
+fn busy_while_a_writer_holds_its_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let store = FencedStore::new(&path);
+    assert!(!store.busy().unwrap());
+    let lock = lockfile::LockGuard::acquire(dir.path().join("s.json.lock")).unwrap();
+    assert!(store.busy().unwrap());
+    drop(lock);
+    assert!(!store.busy().unwrap());
+    store.write(1, "x").unwrap();
 }
 
 #[test]

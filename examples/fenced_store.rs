@@ -8,9 +8,10 @@
 //! store shows the check in its simplest form; a database does the same with
 //! a `WHERE fencing_token <= $1` guard or a conditional write.
 //!
-//! It is the example's, not the crate's: every real resource checks tokens
-//! its own way. The crate's fault tests use it too, as the resource their
-//! holders write to.
+//! It belongs to the examples, not to a published crate: every real resource
+//! checks tokens its own way. It knows no engine: the etcd example
+//! `fenced_store` and the fault tests of both engines and of the command use
+//! it as the resource their holders write to.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -24,22 +25,22 @@ use serde::{Deserialize, Serialize};
 /// Writers on one host are serialised with a lock file next to the store
 /// (`PATH.lock`, a `lockfile::LockGuard`); the store is replaced atomically.
 #[derive(Clone, Debug)]
-pub(crate) struct FencedStore {
+pub struct FencedStore {
     path: PathBuf,
 }
 
 /// One write a [`FencedStore`] accepted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct FencedWrite {
+pub struct FencedWrite {
     /// The fencing token the write carried.
-    pub(crate) token: u64,
+    pub token: u64,
     /// The value written.
-    pub(crate) value: String,
+    pub value: String,
 }
 
 /// What can go wrong with a [`FencedStore`].
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum StoreError {
+pub enum StoreError {
     /// The store refused a write carrying an older fencing token.
     #[error(
         "fenced store `{}` rejected a write with fencing token {token}: it already accepted token {highest}",
@@ -74,7 +75,7 @@ struct Document {
 
 impl FencedStore {
     /// The store at `path` (created by the first write).
-    pub(crate) fn new(path: impl Into<PathBuf>) -> FencedStore {
+    pub fn new(path: impl Into<PathBuf>) -> FencedStore {
         FencedStore { path: path.into() }
     }
 
@@ -85,7 +86,7 @@ impl FencedStore {
     ///
     /// [`StoreError::Fenced`] when a larger token has been accepted;
     /// [`StoreError::Io`] when the store cannot be read or written.
-    pub(crate) fn write(&self, token: u64, value: &str) -> Result<(), StoreError> {
+    pub fn write(&self, token: u64, value: &str) -> Result<(), StoreError> {
         let _lock = self.lock()?;
         let mut doc = self.read_document()?;
         if token < doc.highest_token {
@@ -105,28 +106,53 @@ impl FencedStore {
     }
 
     /// The highest token accepted so far (0 for a new store).
-    pub(crate) fn highest_token(&self) -> Result<u64, StoreError> {
+    pub fn highest_token(&self) -> Result<u64, StoreError> {
         Ok(self.read_document()?.highest_token)
     }
 
     /// The last value accepted.
-    pub(crate) fn value(&self) -> Result<Option<String>, StoreError> {
+    pub fn value(&self) -> Result<Option<String>, StoreError> {
         Ok(self.read_document()?.value)
     }
 
     /// Every write accepted, oldest first.
-    pub(crate) fn history(&self) -> Result<Vec<FencedWrite>, StoreError> {
+    pub fn history(&self) -> Result<Vec<FencedWrite>, StoreError> {
         Ok(self.read_document()?.history)
     }
 
+    /// Whether a writer is inside [`write`](Self::write) at this moment,
+    /// holding the store's lock. A writer stopped there (SIGSTOP, a frozen
+    /// VM) keeps every other writer on this host waiting until it
+    /// continues: a test that stops a writer checks that it stopped
+    /// outside a write.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Io`] when the lock cannot be tried.
+    pub fn busy(&self) -> Result<bool, StoreError> {
+        match lockfile::LockGuard::try_acquire(self.lock_path()) {
+            Ok(_free) => Ok(false),
+            Err(e) if e.is_contended() => Ok(true),
+            Err(e) => Err(StoreError::Io {
+                op: "write",
+                path: self.path.clone(),
+                source: Box::new(e),
+            }),
+        }
+    }
+
     fn lock(&self) -> Result<lockfile::LockGuard, StoreError> {
-        let mut lock_path = self.path.clone().into_os_string();
-        lock_path.push(".lock");
-        lockfile::LockGuard::acquire(PathBuf::from(lock_path)).map_err(|e| StoreError::Io {
+        lockfile::LockGuard::acquire(self.lock_path()).map_err(|e| StoreError::Io {
             op: "write",
             path: self.path.clone(),
             source: Box::new(e),
         })
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        let mut lock_path = self.path.clone().into_os_string();
+        lock_path.push(".lock");
+        PathBuf::from(lock_path)
     }
 
     fn read_document(&self) -> Result<Document, StoreError> {

@@ -98,6 +98,16 @@ impl Variant {
     }
 }
 
+/// One variant's measurements, in seconds.
+struct Samples {
+    variant: Variant,
+    lags: Vec<f64>,
+    /// Each lag over the floor of its round.
+    ratios: Vec<f64>,
+    /// The holder's `release()` itself.
+    releases: Vec<f64>,
+}
+
 /// The statements the bench itself sends: the floor, and whether the
 /// waiter's listener is subscribed.
 struct Probe {
@@ -230,11 +240,14 @@ fn main() -> Result<()> {
             .map_or(1, |d| d.as_nanos() as u64)
     });
     let mut rng = stats::Rng::new(seed);
-    // Per variant: the lags, their ratios to the round's floor, and the
-    // releases' own times.
-    let mut lags: Vec<(Variant, Vec<f64>, Vec<f64>, Vec<f64>)> = variants
+    let mut samples: Vec<Samples> = variants
         .iter()
-        .map(|v| (*v, Vec::new(), Vec::new(), Vec::new()))
+        .map(|v| Samples {
+            variant: *v,
+            lags: Vec::new(),
+            ratios: Vec::new(),
+            releases: Vec::new(),
+        })
         .collect();
     let mut floors = Vec::new();
     for round in 0..=args.rounds {
@@ -255,10 +268,10 @@ fn main() -> Result<()> {
             let (lag, release) = sample(variant, holder, waiter, &probe, phase)?;
             // Round 0 warms up.
             if round > 0 {
-                let entry = lags.iter_mut().find(|(v, ..)| *v == variant).unwrap();
-                entry.1.push(lag);
-                entry.2.push(lag / floor);
-                entry.3.push(release);
+                let entry = samples.iter_mut().find(|s| s.variant == variant).unwrap();
+                entry.lags.push(lag);
+                entry.ratios.push(lag / floor);
+                entry.releases.push(release);
             }
         }
         if round > 0 {
@@ -277,16 +290,16 @@ fn main() -> Result<()> {
     );
     println!("| variant | median | p95 | max | median × floor | `release()` itself, median |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (variant, lag, ratio, release) in &lags {
-        let max = lag.iter().copied().fold(0.0, f64::max);
+    for s in &samples {
+        let max = s.lags.iter().copied().fold(0.0, f64::max);
         println!(
             "| {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.0}× | {:.2} ms |",
-            variant.label(),
-            stats::median(lag) * 1e3,
-            stats::percentile(lag, 95.0) * 1e3,
+            s.variant.label(),
+            stats::median(&s.lags) * 1e3,
+            stats::percentile(&s.lags, 95.0) * 1e3,
             max * 1e3,
-            stats::median(ratio),
-            stats::median(release) * 1e3,
+            stats::median(&s.ratios),
+            stats::median(&s.releases) * 1e3,
         );
     }
     Ok(())

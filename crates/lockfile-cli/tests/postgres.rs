@@ -467,9 +467,17 @@ fn count(events: &[Value], event: &str) -> usize {
     events.iter().filter(|e| e["event"] == event).count()
 }
 
+/// Sessions subscribed to the default schema's channel.
+fn listeners(pg: &Postgres) -> String {
+    pg.psql(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE query = 'LISTEN \"lockfile.leases\"' AND pid <> pg_backend_pid()",
+    )
+}
+
 /// `lockfile run -w --postgres-listen`: the waiter subscribes once the lease
-/// is held, its second attempt follows, and the holder's release (through
-/// PgBouncer) wakes it by notification, not by its poll a second later.
+/// is found held and asks again; the holder's release (through PgBouncer)
+/// then wakes it by notification, not by its poll a second later.
 /// LOCKFILE_POSTGRES_LISTEN_URL does the same when the option is absent.
 #[test]
 fn a_waiting_run_with_postgres_listen_is_woken_by_the_release() {
@@ -478,6 +486,8 @@ fn a_waiting_run_with_postgres_listen_is_woken_by_the_release() {
     let direct = pg.url();
     let dir = common::Dir::new();
     for (name, by_option) in [("listened", true), ("listened-env", false)] {
+        // The previous waiter's session is gone.
+        common::wait_until("no listening session", || listeners(&pg) == "0");
         let go = dir.path(&format!("{name}.go"));
         let mut holder = hold_until(&pooled, name, &go);
         let log = dir.path(&format!("{name}.log"));
@@ -494,8 +504,11 @@ fn a_waiting_run_with_postgres_listen_is_woken_by_the_release() {
             cmd.env("LOCKFILE_POSTGRES_LISTEN_URL", &direct);
         }
         let mut waiter = spawn_logging(cmd.args([name, "true"]), &log);
+        common::wait_until("the waiter's listening session", || listeners(&pg) == "1");
+        // The attempt it made once subscribed, or a poll after it.
+        let seen = count(&events_in(&log), "lock_contended");
         common::wait_until("the waiter's attempt after subscribing", || {
-            count(&events_in(&log), "lock_contended") >= 2
+            count(&events_in(&log), "lock_contended") > seen
         });
         std::fs::write(&go, "").unwrap();
         assert_eq!(holder.wait().0, 0);

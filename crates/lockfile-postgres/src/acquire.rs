@@ -16,7 +16,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Row};
 
 use crate::conn::Conn;
-use crate::listen::Listener;
+use crate::listen::{Listener, Starting};
 use crate::{Error, Operation, Result, ServerError};
 
 /// A lease just taken.
@@ -108,6 +108,7 @@ pub(crate) async fn acquire(
     let mut waiting = false;
     let mut races = 0;
     let mut listener: Option<Listener> = None;
+    let mut starting: Option<Starting> = None;
     let mut listen_tried = false;
     let mut woken = Woken::Nothing;
     loop {
@@ -188,14 +189,7 @@ pub(crate) async fn acquire(
                     listen_tried = true;
                     let limit = until.map_or(conn.request_timeout, |u| conn.left_until(u));
                     if !limit.is_zero() {
-                        listener = Listener::start(conn, limit).await;
-                    }
-                    // Subscribed: every release that commits from now on
-                    // wakes us, and one that committed since the attempt
-                    // above is seen by asking again at once.
-                    if listener.is_some() {
-                        woken = Woken::Listening;
-                        continue;
+                        starting = Some(Starting::spawn(conn, limit));
                     }
                 }
             }
@@ -235,9 +229,29 @@ pub(crate) async fn acquire(
         woken = tokio::select! {
             biased;
             () = released(&mut listener, conn, name) => Woken::Notification,
+            // Subscribed: every release that commits from now on wakes us,
+            // and one that committed since the last attempt is seen by
+            // asking again at once.
+            started = subscribed(&mut starting) => {
+                listener = Some(started);
+                Woken::Listening
+            }
             () = tokio::time::sleep(pause) => timer,
         };
     }
+}
+
+/// The listener once `starting` has subscribed it; never, when nothing is
+/// starting or it could not start (and is dropped).
+async fn subscribed(starting: &mut Option<Starting>) -> Listener {
+    if let Some(s) = starting {
+        let started = s.subscribed().await;
+        *starting = None;
+        if let Some(listener) = started {
+            return listener;
+        }
+    }
+    std::future::pending().await
 }
 
 /// Returns when the listener hears that `name` was released; never, when

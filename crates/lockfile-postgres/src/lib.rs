@@ -61,8 +61,9 @@
 //!   transaction notifies the channel `SCHEMA.leases` with the lease's
 //!   name (`pg_notify`, delivered at commit). A waiter with a listen
 //!   connection ([`LeaseOptions::listen`], direct, never through a pooler)
-//!   subscribes to it before the attempt it waits after, and asks again
-//!   when its lease's name comes.
+//!   subscribes to it once it finds the lease held, while its poll goes
+//!   on; it asks again at once when subscribed (so a release in between is
+//!   never missed), and then whenever its lease's name comes.
 //! - **No session state.** No advisory lock, no transaction open across the
 //!   job, nothing `SET` for the session, no named prepared statement: every
 //!   statement is one unnamed statement in its own transaction, so that

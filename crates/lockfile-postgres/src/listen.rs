@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError, unbounded_channel};
+use tokio::task::JoinHandle;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use crate::ServerError;
@@ -30,11 +31,38 @@ pub(crate) struct Listener {
     shown: String,
 }
 
+/// A listener on its way: connecting and subscribing on a task of its own,
+/// so that the wait goes on meanwhile (a listen host that drops packets
+/// costs nothing but the wake-up). Dropping it stops the task.
+pub(crate) struct Starting(JoinHandle<Option<Listener>>);
+
+impl Starting {
+    /// Starts [`Listener::start`] on the current runtime.
+    pub(crate) fn spawn(conn: &Conn, limit: Duration) -> Starting {
+        let conn = conn.clone();
+        Starting(tokio::spawn(
+            async move { Listener::start(&conn, limit).await },
+        ))
+    }
+
+    /// The listener once subscribed; `None` if it could not start (after
+    /// its warning). Cancel-safe: the task goes on if this is dropped.
+    pub(crate) async fn subscribed(&mut self) -> Option<Listener> {
+        (&mut self.0).await.ok().flatten()
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl Listener {
     /// Connects to the listen URL and subscribes, all within `limit`; once
     /// this returns, every release that commits later reaches us. `None`
     /// (after a `listen_failed` warning) when there is no listen URL to use.
-    pub(crate) async fn start(conn: &Conn, limit: Duration) -> Option<Listener> {
+    async fn start(conn: &Conn, limit: Duration) -> Option<Listener> {
         let url = conn.listen.as_deref()?;
         match open(conn, url, limit).await {
             Ok(listener) => {

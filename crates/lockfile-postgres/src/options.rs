@@ -109,8 +109,10 @@ impl LeaseOptions {
     /// its own, so `url` must reach PostgreSQL directly, never through a
     /// pooler in transaction mode.
     ///
-    /// The connection is opened once the acquire finds the lease held, and
-    /// closed when the acquire returns. Without it, or when it cannot be
+    /// The connection is opened once the acquire finds the lease held (the
+    /// wait polls on meanwhile, and asks again as soon as it is subscribed,
+    /// so a release in between is never missed), and closed when the
+    /// acquire returns. Without it, or when it cannot be
     /// opened or dies (a `listen_failed` warning, once), the acquire asks
     /// again every [`poll_interval`](lockfile_lease::engine::poll_interval),
     /// and at the latest when the holder's row expires by the server's

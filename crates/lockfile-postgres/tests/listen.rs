@@ -3,10 +3,10 @@
 //! cannot start or dies, against a real PostgreSQL and PgBouncer.
 //!
 //! What woke the waiter is asserted from its `lock_acquired` event
-//! (`woken_by`), never from times. Each holder has a TTL of 30 s, so the
-//! waiter's poll is a second apart: the release is sent right after the
-//! waiter's second attempt (the one after it subscribed), so a poll could
-//! only beat the notification by a second's margin.
+//! (`woken_by`), never from times. The waiter's TTL is 30 s, so its poll is
+//! a second apart: the release is sent right after the waiter's first
+//! attempt since it subscribed, so a poll could only beat the notification
+//! by a second's margin.
 
 mod common;
 
@@ -61,6 +61,19 @@ fn listeners(pg: &Postgres) -> String {
     )
 }
 
+/// Waits until the waiter of `name` is subscribed and has asked again
+/// since: the attempt it made once subscribed, or a poll after it.
+fn subscribed_and_asked_again(pg: &Postgres, name: &str) {
+    assert!(listeners_become(pg, "1"), "{name}: no listening session");
+    let seen = events::of(&key(name), "lock_contended").len();
+    assert!(events::wait_for(
+        &key(name),
+        "lock_contended",
+        seen + 1,
+        SOON
+    ));
+}
+
 /// Waits up to `SOON` until `listeners(pg)` says `count`.
 fn listeners_become(pg: &Postgres, count: &str) -> bool {
     let until = std::time::Instant::now() + SOON;
@@ -85,9 +98,7 @@ fn a_listening_waiter_wakes_on_the_release_directly_and_through_pgbouncer() {
         let mut listening = holder_engine.clone();
         listening.listen(pg.url());
         let waiting = waiter(&listening, name);
-        // The second attempt is the one after LISTEN took effect.
-        assert!(events::wait_for(&key(name), "lock_contended", 2, SOON));
-        assert_eq!(listeners(&pg), "1", "{name}: one listening session");
+        subscribed_and_asked_again(&pg, name);
         let token = holder.fencing_token();
         holder.release().unwrap();
         assert!(waiting.join().unwrap() > token);
@@ -109,7 +120,7 @@ fn a_killed_listener_falls_back_to_polling_and_still_gets_the_lease() {
     let mut listening = holder_engine.clone();
     listening.listen(pg.url());
     let waiting = waiter(&listening, name);
-    assert!(events::wait_for(&key(name), "lock_contended", 2, SOON));
+    assert!(listeners_become(&pg, "1"), "no listening session");
     let killed = pg.psql(
         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
          WHERE query = 'LISTEN \"lockfile.leases\"' AND pid <> pg_backend_pid()",
@@ -188,7 +199,7 @@ fn a_role_with_only_the_documented_grants_notifies_and_listens() {
     let mut listening = app.clone();
     listening.listen(url.clone());
     let waiting = waiter(&listening, name);
-    assert!(events::wait_for(&key(name), "lock_contended", 2, SOON));
+    subscribed_and_asked_again(&pg, name);
     holder.release().unwrap();
     waiting.join().unwrap();
     assert_eq!(acquired(name).field("woken_by"), "notification");

@@ -16,6 +16,7 @@ use std::time::Duration;
 use common::engine;
 use common::events::{self, Captured};
 use common::pg::{PASSWORD, Postgres};
+use common::proxy::Proxy;
 use lockfile::wait::Wait;
 use lockfile_postgres::{Engine, LeaseOptions, LeaseRequest};
 
@@ -226,4 +227,35 @@ fn a_holder_that_never_releases_is_taken_over_when_its_row_expires() {
     waiter(&listening, name).join().unwrap();
     // Woken by the time the row said, before the next poll (a second).
     assert_eq!(acquired(name).field("woken_by"), "expiry");
+}
+
+#[test]
+fn a_listen_host_that_drops_packets_never_holds_up_the_wait() {
+    events::capture();
+    let pg = Postgres::start();
+    let name = "black-holed";
+    let proxy = Proxy::start(&format!("127.0.0.1:{}", pg.port));
+    proxy.blackhole();
+    let through = pg.url().replace(
+        &format!("127.0.0.1:{}", pg.port),
+        proxy.endpoint().trim_start_matches("http://"),
+    );
+    let engine = engine(&pg.url(), TTL);
+    let holder = engine.acquire(name, &request()).unwrap();
+    let mut listening = engine.clone();
+    // The listener gives up 10 s after it started, well after the poll.
+    listening
+        .listen(through)
+        .request_timeout(Duration::from_secs(10));
+    let waiting = waiter(&listening, name);
+    // Its first attempt: the listener starts then.
+    assert!(events::wait_for(&key(name), "lock_contended", 1, SOON));
+    holder.release().unwrap();
+    waiting.join().unwrap();
+    assert_eq!(acquired(name).field("woken_by"), "poll");
+    // Taken by the poll a second after the release while the listener was
+    // still connecting; it was stopped with the acquire, before its
+    // warning was due.
+    let warnings = events::of(&key(name), "listen_failed");
+    assert!(warnings.is_empty(), "{warnings:?}");
 }

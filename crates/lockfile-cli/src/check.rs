@@ -43,7 +43,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
         opts.stale_after(d);
     }
     let subject = if args.engine.chosen() {
-        let engine = match crate::lease::engine(&args.engine) {
+        let engine = match crate::lease::engine(&args.engine, None) {
             Ok(engine) => engine,
             Err(code) => return code,
         };

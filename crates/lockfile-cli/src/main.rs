@@ -107,6 +107,15 @@ fn main() {
         );
         std::process::exit(exit::USAGE);
     }
+    if let Command::Run(args) = &cli.command
+        && args.postgres_listen.is_some()
+        && args.engine.postgres_url().is_none()
+    {
+        errln!(
+            "lockfile: --postgres-listen needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL"
+        );
+        std::process::exit(exit::USAGE);
+    }
     let code = match cli.command {
         Command::Run(args) if args.engine.chosen() => lease::run::run(args),
         Command::Inspect(args) if args.engine.chosen() => lease::inspect::inspect(&args),

@@ -913,3 +913,165 @@ fn under_a_serializable_default_a_conflicting_update_is_retried_once_and_content
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
     eprintln!("serializable: 20 contended runs retried {count} statement(s)");
 }
+
+/// A holder through `url` whose COMMAND prints `ready`, then runs until
+/// the file `go` exists.
+fn hold_until(url: &str, name: &str, go: &std::path::Path) -> Background {
+    let (holder, ready) = start(
+        url,
+        &["--ttl", "30"],
+        name,
+        &format!(
+            "echo ready; while [ ! -e '{}' ]; do sleep 0.02; done",
+            go.display()
+        ),
+    );
+    assert_eq!(ready, "ready");
+    holder
+}
+
+/// Starts `cmd` (a `lockfile --log-format json run …`) with its stderr in
+/// `log`.
+fn spawn_logging(cmd: &mut std::process::Command, log: &std::path::Path) -> std::process::Child {
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// The JSON events in `log` so far.
+fn events_in(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn count(events: &[Value], event: &str) -> usize {
+    events.iter().filter(|e| e["event"] == event).count()
+}
+
+/// Sessions subscribed to the default schema's channel.
+fn listeners(pg: &Postgres) -> String {
+    pg.psql(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE query = 'LISTEN \"lockfile.leases\"' AND pid <> pg_backend_pid()",
+    )
+}
+
+/// `lockfile run -w --postgres-listen`: the waiter subscribes once the lease
+/// is found held and asks again; the holder's release (through PgBouncer)
+/// then wakes it by notification, not by its poll a second later.
+/// LOCKFILE_POSTGRES_LISTEN_URL does the same when the option is absent.
+#[test]
+fn a_waiting_run_with_postgres_listen_is_woken_by_the_release() {
+    let mut pg = server();
+    let pooled = pg.bouncer_url();
+    let direct = pg.url();
+    let dir = common::Dir::new();
+    for (name, by_option) in [("listened", true), ("listened-env", false)] {
+        // The previous waiter's session is gone.
+        common::wait_until("no listening session", || listeners(&pg) == "0");
+        let go = dir.path(&format!("{name}.go"));
+        let mut holder = hold_until(&pooled, name, &go);
+        let log = dir.path(&format!("{name}.log"));
+        let mut cmd = lockfile();
+        cmd.args(["--log-format", "json", "run", "-w", "60"]).args([
+            "--postgres",
+            &pooled,
+            "--ttl",
+            "30",
+        ]);
+        if by_option {
+            cmd.args(["--postgres-listen", &direct]);
+        } else {
+            cmd.env("LOCKFILE_POSTGRES_LISTEN_URL", &direct);
+        }
+        let mut waiter = spawn_logging(cmd.args([name, "true"]), &log);
+        common::wait_until("the waiter's listening session", || listeners(&pg) == "1");
+        // The attempt it made once subscribed, or a poll after it.
+        let seen = count(&events_in(&log), "lock_contended");
+        common::wait_until("the waiter's attempt after subscribing", || {
+            count(&events_in(&log), "lock_contended") > seen
+        });
+        std::fs::write(&go, "").unwrap();
+        assert_eq!(holder.wait().0, 0);
+        let status = common::wait_within_patience(&mut waiter).expect("the waiter exits");
+        let events = events_in(&log);
+        assert_eq!(status.code(), Some(0), "{events:?}");
+        let acquired = events
+            .iter()
+            .find(|e| e["event"] == "lock_acquired")
+            .unwrap_or_else(|| panic!("{events:?}"));
+        assert_eq!(acquired["woken_by"], "notification", "{events:?}");
+        assert_eq!(count(&events, "listen_failed"), 0, "{events:?}");
+    }
+}
+
+/// A listen URL that cannot be used costs a warning and the wait polls;
+/// --postgres-listen without PostgreSQL is a usage error, and so is it with
+/// etcd.
+#[test]
+fn a_bad_postgres_listen_url_warns_and_polls_and_without_postgres_it_is_a_usage_error() {
+    let pg = server();
+    let wrong = pg.url().replace(PASSWORD, "wrong-pw");
+    let dir = common::Dir::new();
+    let go = dir.path("go");
+    let mut holder = hold_until(&pg.url(), "unheard", &go);
+    let log = dir.path("log");
+    let mut cmd = lockfile();
+    cmd.args([
+        "--log-format",
+        "json",
+        "run",
+        "-w",
+        "60",
+        "--postgres",
+        &pg.url(),
+    ])
+    .args(["--postgres-listen", &wrong, "unheard", "true"]);
+    let mut waiter = spawn_logging(&mut cmd, &log);
+    common::wait_until("the listener's warning", || {
+        count(&events_in(&log), "listen_failed") == 1
+    });
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(holder.wait().0, 0);
+    let status = common::wait_within_patience(&mut waiter).expect("the waiter exits");
+    let events = events_in(&log);
+    assert_eq!(status.code(), Some(0), "{events:?}");
+    let warning = events
+        .iter()
+        .find(|e| e["event"] == "listen_failed")
+        .unwrap();
+    assert_eq!(warning["level"], "WARN", "{warning}");
+    assert!(
+        warning["error"].as_str().unwrap().contains("28P01"),
+        "{warning}"
+    );
+    assert_eq!(count(&events, "listen_failed"), 1, "{events:?}");
+    let acquired = events
+        .iter()
+        .find(|e| e["event"] == "lock_acquired")
+        .unwrap();
+    assert_eq!(acquired["woken_by"], "poll", "{events:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("wrong-pw"), "{text}");
+
+    let out = lockfile()
+        .args(["run", "--postgres-listen", &pg.url(), "x.lock", "true"])
+        .env_remove("LOCKFILE_POSTGRES_URL")
+        .bounded_output();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--postgres-listen"),
+        "{}",
+        stderr(&out)
+    );
+    let out = lockfile()
+        .args(["run", "--etcd", "http://127.0.0.1:1"])
+        .args(["--postgres-listen", &pg.url(), "x", "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+}

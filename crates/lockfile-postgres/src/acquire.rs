@@ -1,7 +1,9 @@
 //! Taking a lease: one statement that inserts the lease's row, or takes
 //! over a row whose lease has expired by the server's clock, and returns
-//! either our new token or the holder. A blocking acquire asks again every
-//! [`poll_interval`](lockfile_lease::engine::poll_interval).
+//! either our new token or the holder. A blocking acquire asks again when
+//! the lease is released (with a listener: [`crate::listen`]), and in any
+//! case every [`poll_interval`](lockfile_lease::engine::poll_interval), or
+//! sooner when the holder's row expires by the server's clock.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +16,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Row};
 
 use crate::conn::Conn;
+use crate::listen::{Listener, Starting};
 use crate::{Error, Operation, Result, ServerError};
 
 /// A lease just taken.
@@ -38,7 +41,38 @@ enum Attempt {
     Contended {
         owner: Option<Box<OwnerRecord>>,
         fencing_token: u64,
+        /// What is left of the holder's lease, by the server's clock.
+        remaining: Duration,
     },
+}
+
+/// What ended a waiting acquire's last pause: the `woken_by` of its
+/// `lock_acquired` event.
+#[derive(Clone, Copy, Debug)]
+enum Woken {
+    /// Nothing: the first attempt.
+    Nothing,
+    /// Asked again at once, once the listener was subscribed: a release
+    /// committed before that sent its notification to no one.
+    Listening,
+    /// A notification naming the lease.
+    Notification,
+    /// The poll interval (or a retry after a failure).
+    Poll,
+    /// The time the holder's row said it expires.
+    Expiry,
+}
+
+impl Woken {
+    fn as_str(self) -> &'static str {
+        match self {
+            Woken::Nothing => "nothing",
+            Woken::Listening => "listening",
+            Woken::Notification => "notification",
+            Woken::Poll => "poll",
+            Woken::Expiry => "expiry",
+        }
+    }
 }
 
 /// The TTL in whole milliseconds, as the server keeps it.
@@ -73,7 +107,20 @@ pub(crate) async fn acquire(
     let mut owner = None;
     let mut waiting = false;
     let mut races = 0;
+    let mut listener: Option<Listener> = None;
+    let mut starting: Option<Starting> = None;
+    let mut listen_tried = false;
+    let mut woken = Woken::Nothing;
     loop {
+        // What is left of the holder's lease, when the attempt said.
+        let expiry: Option<Duration>;
+        // Notifications already here were sent by commits this attempt
+        // sees: only those that come during or after it may wake us.
+        if let Some(l) = &mut listener
+            && !l.forget(conn)
+        {
+            listener = None;
+        }
         let tried = match client.take().filter(|c| !c.is_closed()) {
             Some(c) => Ok(c),
             None => conn.connect().await,
@@ -108,12 +155,15 @@ pub(crate) async fn acquire(
                     token = %held.record.token,
                     job = held.record.job.as_deref().unwrap_or(""),
                     waited_ms = started.elapsed().as_millis() as u64,
+                    woken_by = woken.as_str(),
                 );
+                // The listener's connection closes here, with `listener`.
                 return Ok((*held, client.take().expect("the attempt's connection")));
             }
             Ok(Attempt::Contended {
                 owner: holder,
                 fencing_token,
+                remaining,
             }) => {
                 if let Some(o) = &holder {
                     tracing::info!(
@@ -134,6 +184,14 @@ pub(crate) async fn acquire(
                 }
                 owner = holder;
                 waiting = true;
+                expiry = Some(remaining);
+                if !listen_tried && conn.listen.is_some() {
+                    listen_tried = true;
+                    let limit = until.map_or(conn.request_timeout, |u| conn.left_until(u));
+                    if !limit.is_zero() {
+                        starting = Some(Starting::spawn(conn, limit));
+                    }
+                }
             }
             // Once waiting, a server hiccup (a restart, a failover) is
             // waited out like the holder is; errors before the first answer
@@ -141,23 +199,71 @@ pub(crate) async fn acquire(
             Err(e) if waiting && !e.is_tick_refused() => {
                 tracing::warn!(key = %conn.key(), error = %e, "waiting for a lease: the server failed; retrying");
                 client = None;
+                expiry = None;
             }
             Err(e) => return Err(e),
         }
         let now = Instant::now();
-        let pause = match until {
-            Some(until) if now >= until => {
-                return Err(Error::Timeout {
-                    key: conn.key().to_owned(),
-                    waited: started.elapsed(),
-                    owner,
-                });
+        if until.is_some_and(|until| now >= until) {
+            return Err(Error::Timeout {
+                key: conn.key().to_owned(),
+                waited: started.elapsed(),
+                owner,
+            });
+        }
+        // A holder that dies sends no notification: wake when its row
+        // expires, a millisecond after the time the server gave (rounded
+        // to the millisecond), if that comes before the next poll.
+        let (mut pause, mut timer) = match expiry {
+            Some(left) if left + Duration::from_millis(1) < poll => {
+                (left + Duration::from_millis(1), Woken::Expiry)
             }
-            Some(until) => poll.min(until - now),
-            None => poll,
+            _ => (poll, Woken::Poll),
         };
-        tokio::time::sleep(pause).await;
+        if let Some(until) = until
+            && until - now < pause
+        {
+            pause = until - now;
+            timer = Woken::Poll;
+        }
+        woken = tokio::select! {
+            biased;
+            () = released(&mut listener, conn, name) => Woken::Notification,
+            // Subscribed: every release that commits from now on wakes us,
+            // and one that committed since the last attempt is seen by
+            // asking again at once.
+            started = subscribed(&mut starting) => {
+                listener = Some(started);
+                Woken::Listening
+            }
+            () = tokio::time::sleep(pause) => timer,
+        };
     }
+}
+
+/// The listener once `starting` has subscribed it; never, when nothing is
+/// starting or it could not start (and is dropped).
+async fn subscribed(starting: &mut Option<Starting>) -> Listener {
+    if let Some(s) = starting {
+        let started = s.subscribed().await;
+        *starting = None;
+        if let Some(listener) = started {
+            return listener;
+        }
+    }
+    std::future::pending().await
+}
+
+/// Returns when the listener hears that `name` was released; never, when
+/// there is no listener or it ends (and is dropped).
+async fn released(listener: &mut Option<Listener>, conn: &Conn, name: &str) {
+    if let Some(l) = listener {
+        if l.released(conn, name).await {
+            return;
+        }
+        *listener = None;
+    }
+    std::future::pending().await
 }
 
 /// How many times in a row a claim may lose the race on the run history
@@ -317,9 +423,11 @@ async fn take(
         })));
     }
     let owner: String = column(conn, Operation::Acquire, row, 2)?;
+    let remaining: i64 = column(conn, Operation::Acquire, row, 4)?;
     Ok(Attempt::Contended {
         owner: OwnerRecord::from_json(owner.as_bytes()).ok().map(Box::new),
         fencing_token: token,
+        remaining: Duration::from_millis(remaining.unsigned_abs()),
     })
 }
 

@@ -37,6 +37,9 @@ pub(crate) struct Conn {
     pub(crate) sql: Arc<Statements>,
     key: Arc<str>,
     pub(crate) request_timeout: Duration,
+    /// The URL a waiting acquire listens on for releases, as given: it is
+    /// parsed only when needed, since a bad one only costs the wake-up.
+    pub(crate) listen: Option<Arc<str>>,
 }
 
 impl fmt::Debug for Conn {
@@ -63,6 +66,7 @@ impl Conn {
             sql: Arc::new(Statements::new(&opts.schema)),
             key: key.into(),
             request_timeout: opts.request_timeout,
+            listen: opts.listen.as_deref().map(Arc::from),
         })
     }
 

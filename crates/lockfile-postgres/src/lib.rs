@@ -39,7 +39,9 @@
 //!   taken over only `WHEN expires_at <= statement_timestamp()`). It returns
 //!   either our token and TTL, or the holder's record and token:
 //!   [`Error::Contended`]. A waiting acquire asks again every
-//!   [`poll_interval`](lockfile_lease::engine::poll_interval) (at most a second).
+//!   [`poll_interval`](lockfile_lease::engine::poll_interval) (at most a
+//!   second), sooner when the holder's row expires before that, and, with
+//!   [`LeaseOptions::listen`], as soon as the lease is released.
 //! - **The fencing token** comes from the sequence `SCHEMA.fencing_tokens`
 //!   (`CACHE 1`, `NO CYCLE`), drawn inside the takeover while the row is
 //!   locked, so a stalled contender can never take over with an older
@@ -55,7 +57,13 @@
 //!   one (a server that answers 25006, read-only, counts as unreachable:
 //!   with `target_session_attrs=read-write` the new connection finds the
 //!   primary).
-//! - **Release** expires the row if it still has our token.
+//! - **Release** expires the row if it still has our token, and in the same
+//!   transaction notifies the channel `SCHEMA.leases` with the lease's
+//!   name (`pg_notify`, delivered at commit). A waiter with a listen
+//!   connection ([`LeaseOptions::listen`], direct, never through a pooler)
+//!   subscribes to it once it finds the lease held, while its poll goes
+//!   on; it asks again at once when subscribed (so a release in between is
+//!   never missed), and then whenever its lease's name comes.
 //! - **No session state.** No advisory lock, no transaction open across the
 //!   job, nothing `SET` for the session, no named prepared statement: every
 //!   statement is one unnamed statement in its own transaction, so that
@@ -101,9 +109,13 @@
 //! # Events
 //!
 //! `lock_acquired`, `lock_contended`, `lock_released`, `renewal_failed`,
-//! `statement_retried`, `lease_lost` and `release_failed`, as
+//! `statement_retried`, `lease_lost`, `release_failed` and `listen_failed`
+//! (a warning, once per acquire: the listen connection could not be opened
+//! or died, and the acquire polls), as
 //! [`tracing`](https://docs.rs/tracing) events with an `event` field of the
-//! same name.
+//! same name. `lock_acquired` says what ended the wait in `woken_by`:
+//! `nothing` (no wait), `listening` (asked again once subscribed),
+//! `notification`, `poll` or `expiry` (the holder's row expired).
 //!
 //! Do not call the blocking calls of this crate from an async task: each
 //! runs its own small runtime on a thread of its own, and blocks the
@@ -121,6 +133,7 @@ mod guard;
 mod history;
 mod inspect;
 mod key;
+mod listen;
 mod options;
 pub mod schema;
 mod server;

@@ -39,6 +39,7 @@ pub struct LeaseOptions {
     pub(crate) schema: String,
     pub(crate) ttl: Duration,
     pub(crate) request_timeout: Duration,
+    pub(crate) listen: Option<String>,
 }
 
 impl fmt::Debug for LeaseOptions {
@@ -49,6 +50,7 @@ impl fmt::Debug for LeaseOptions {
             .field("schema", &self.schema)
             .field("ttl", &self.ttl)
             .field("request_timeout", &self.request_timeout)
+            .field("listen", &self.listen.as_deref().map(crate::server::redact))
             .finish()
     }
 }
@@ -68,6 +70,7 @@ impl LeaseOptions {
             schema: DEFAULT_SCHEMA.to_owned(),
             ttl: DEFAULT_TTL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            listen: None,
         }
     }
 
@@ -97,6 +100,28 @@ impl LeaseOptions {
     /// Default: [`DEFAULT_REQUEST_TIMEOUT`].
     pub fn request_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Wake a waiting acquire as soon as the lease is released, by
+    /// `LISTEN` on a connection to `url` (the same forms and environment as
+    /// [`new`](LeaseOptions::new)'s URL). Every release notifies, at its
+    /// commit, even through PgBouncer; but a listener needs a session of
+    /// its own, so `url` must reach PostgreSQL directly, never through a
+    /// pooler in transaction mode.
+    ///
+    /// The connection is opened once the acquire finds the lease held (the
+    /// wait polls on meanwhile, and asks again as soon as it is subscribed,
+    /// so a release in between is never missed), and closed when the
+    /// acquire returns. Without it, or when it cannot be
+    /// opened or dies (a `listen_failed` warning, once), the acquire asks
+    /// again every [`poll_interval`](lockfile_lease::engine::poll_interval),
+    /// and at the latest when the holder's row expires by the server's
+    /// clock; it never fails because of the listener.
+    ///
+    /// Default: none (polling).
+    pub fn listen(&mut self, url: impl Into<String>) -> &mut Self {
+        self.listen = Some(url.into());
         self
     }
 

@@ -8,6 +8,12 @@
 //! `synchronous_commit` on for its own transaction (`set_config(…, true)` in
 //! the `cfg` CTE), whatever the role's or the database's default: a token
 //! handed out must survive a crash and a switch to a synchronous standby.
+//!
+//! A release also notifies the schema's [`channel`] with the lease's name,
+//! from inside its own transaction: PostgreSQL delivers it at commit, and
+//! only then, so that a waiter woken by it finds the row expired. A
+//! notification is transaction-scoped, so the releasing side may go through
+//! PgBouncer; only the listening side needs a session of its own.
 
 /// The statements for one schema.
 #[derive(Debug)]
@@ -17,8 +23,13 @@ pub(crate) struct Statements {
     pub(crate) acquire: String,
     /// $1 name, $2 token. A row (TTL ms) when renewed.
     pub(crate) renew: String,
-    /// $1 name, $2 token. A row when released.
+    /// $1 name, $2 token. A row when released, and then a notification of
+    /// `channel` with the name, at commit.
     pub(crate) release: String,
+    /// Subscribes the session to `channel`.
+    pub(crate) listen: String,
+    /// The channel that releases notify: see [`channel`].
+    pub(crate) channel: String,
     /// $1 name. A row (token, owner JSON, TTL ms, remaining ms) when held.
     pub(crate) inspect: String,
     /// Every row: name, live, token, owner JSON, TTL ms, remaining ms.
@@ -83,14 +94,21 @@ UPDATE {s}.leases l SET renewed_at = statement_timestamp(),
 RETURNING l.ttl_ms"
         );
         // The row stays, expired: the next holder takes it over and draws
-        // its token under the row's lock.
+        // its token under the row's lock. The notification is queued only
+        // when the row was ours to expire, and sent only if this commits.
+        let channel = channel(s);
         let release = format!(
-            "{CFG}
-UPDATE {s}.leases l SET expires_at = statement_timestamp()
-  FROM cfg
- WHERE l.name = $1 AND l.fencing_token = $2 AND l.expires_at > statement_timestamp()
-RETURNING l.fencing_token"
+            "{CFG},
+released AS (
+  UPDATE {s}.leases l SET expires_at = statement_timestamp()
+    FROM cfg
+   WHERE l.name = $1 AND l.fencing_token = $2 AND l.expires_at > statement_timestamp()
+  RETURNING l.name, l.fencing_token
+)
+SELECT r.fencing_token, pg_notify({}, r.name)::text FROM released r",
+            literal(&channel)
         );
+        let listen = format!("LISTEN {}", identifier(&channel));
         let inspect = format!(
             "SELECT l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}
   FROM {s}.leases l WHERE l.name = $1 AND l.expires_at > statement_timestamp()"
@@ -149,6 +167,8 @@ ON CONFLICT (name) DO NOTHING RETURNING version"
             claim_update,
             renew,
             release,
+            listen,
+            channel,
             inspect,
             inspect_all,
             history,
@@ -159,7 +179,75 @@ ON CONFLICT (name) DO NOTHING RETURNING version"
     }
 }
 
+/// The longest channel name PostgreSQL keeps (NAMEDATALEN - 1): a longer
+/// one is refused by `pg_notify` and cut short by `LISTEN`.
+const MAX_CHANNEL_LEN: usize = 63;
+
+/// The channel that the releases of schema `schema` notify, with the
+/// lease's name as the payload: `SCHEMA.leases`, the table's own name, so
+/// that two schemas in one database never wake each other's waiters. A
+/// schema too long for that (over 56 bytes) gives its first 46 bytes, a
+/// `.`, and 16 hex digits of a hash of the whole name (FNV-1a, the same on
+/// every host and every version).
+pub(crate) fn channel(schema: &str) -> String {
+    let plain = format!("{schema}.leases");
+    if plain.len() <= MAX_CHANNEL_LEN {
+        return plain;
+    }
+    // FNV-1a, 64 bits: written out, so that it never changes under us.
+    let hash = schema.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    // A checked schema is ASCII, so any byte offset is a char boundary.
+    let head = &schema[..MAX_CHANNEL_LEN - 17];
+    format!("{head}.{hash:016x}")
+}
+
+/// `text` as an SQL string literal.
+fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// `text` as a quoted SQL identifier: kept exactly, case and all, as
+/// `pg_notify` takes its channel.
+fn identifier(text: &str) -> String {
+    format!("\"{}\"", text.replace('"', "\"\""))
+}
+
 /// What is left of a lease's TTL, in milliseconds, as the server counts it
 /// now.
 const REMAINING: &str =
     "GREATEST(0, extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::int8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_schema_has_its_own_channel_within_63_bytes() {
+        assert_eq!(channel("lockfile"), "lockfile.leases");
+        let longest_plain = "s".repeat(MAX_CHANNEL_LEN - ".leases".len());
+        assert_eq!(channel(&longest_plain), format!("{longest_plain}.leases"));
+        let a = format!("{longest_plain}a");
+        let b = format!("{longest_plain}b");
+        for schema in [&a, &b, &"x".repeat(63)] {
+            assert_eq!(channel(schema).len(), MAX_CHANNEL_LEN, "{schema}");
+            assert_eq!(channel(schema), channel(schema));
+        }
+        assert_ne!(channel(&a), channel(&b));
+        // Pinned: hosts of different versions must agree on it.
+        assert_eq!(
+            channel(&"x".repeat(63)),
+            format!("{}.1b3bad5c467302bf", "x".repeat(46))
+        );
+    }
+
+    #[test]
+    fn the_channel_is_quoted_for_each_use() {
+        let sql = Statements::new("lockfile");
+        assert_eq!(sql.listen, "LISTEN \"lockfile.leases\"");
+        assert!(sql.release.contains("pg_notify('lockfile.leases', r.name)"));
+        assert_eq!(identifier("a\"b"), "\"a\"\"b\"");
+        assert_eq!(literal("it's"), "'it''s'");
+    }
+}

@@ -161,6 +161,16 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DURATION", requires = "engine", value_parser = duration::parse_positive)]
     pub(crate) grace: Option<Duration>,
 
+    /// With PostgreSQL, while waiting for the lease: listen on this URL for
+    /// the holder's release (LISTEN/NOTIFY), and ask again as soon as it
+    /// comes rather than at the next poll (every second, or a tenth of the
+    /// TTL when shorter). It must reach the server directly, never through
+    /// a pooler such as PgBouncer (--postgres may). Without it,
+    /// LOCKFILE_POSTGRES_LISTEN_URL gives the URL. If it cannot be used,
+    /// the wait polls, with a warning.
+    #[arg(long, value_name = "URL", conflicts_with = "etcd")]
+    pub(crate) postgres_listen: Option<String>,
+
     /// COMMAND proves its progress: it must beat (`lockfile beat`, or touch
     /// "$LOCKFILE_PATH") within DURATION of starting and then at least every
     /// DURATION, or it is stopped with everything it started, and the run
@@ -387,6 +397,19 @@ pub(crate) struct CheckArgs {
     /// The lock file (a missing file counts as "never succeeded"); with a
     /// lease engine (--etcd), the lease name.
     pub(crate) lockfile: PathBuf,
+}
+
+impl RunArgs {
+    /// The URL a waiting PostgreSQL lease listens on: `--postgres-listen`,
+    /// or LOCKFILE_POSTGRES_LISTEN_URL when it is absent (as
+    /// LOCKFILE_POSTGRES_URL stands for --postgres).
+    pub(crate) fn postgres_listen_url(&self) -> Option<String> {
+        self.postgres_listen.clone().or_else(|| {
+            std::env::var("LOCKFILE_POSTGRES_LISTEN_URL")
+                .ok()
+                .filter(|url| !url.is_empty())
+        })
+    }
 }
 
 /// `--once-per`: at most one finished run per scheduled time, shared by

@@ -24,7 +24,7 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
         );
         return exit::USAGE;
     }
-    let engine = match super::engine(&args.engine) {
+    let engine = match super::engine(&args.engine, None) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

@@ -15,8 +15,9 @@ pub(crate) mod postgres;
 pub(crate) mod run;
 
 /// The engine `args` asks for, or the status to exit with after saying why
-/// there is none.
-pub(crate) fn engine(args: &EngineArgs) -> Result<Box<dyn Engine>, i32> {
+/// there is none. `listen` is where a waiting PostgreSQL acquire listens
+/// for releases (`run`'s --postgres-listen).
+pub(crate) fn engine(args: &EngineArgs, listen: Option<String>) -> Result<Box<dyn Engine>, i32> {
     if let Some(endpoints) = &args.etcd {
         #[cfg(feature = "etcd")]
         return Ok(Box::new(
@@ -37,11 +38,14 @@ pub(crate) fn engine(args: &EngineArgs) -> Result<Box<dyn Engine>, i32> {
             if let Some(schema) = &args.postgres_schema {
                 engine.schema(schema.clone());
             }
+            if let Some(listen) = listen {
+                engine.listen(listen);
+            }
             return Ok(Box::new(engine));
         }
         #[cfg(not(feature = "postgres"))]
         {
-            let _ = url;
+            let _ = (url, listen);
             return Err(not_built("--postgres", "postgres"));
         }
     }

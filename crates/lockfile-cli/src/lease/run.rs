@@ -43,7 +43,7 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         errln!("lockfile: a lease needs a COMMAND to run under it (or -c STRING)");
         return exit::USAGE;
     }
-    let engine = match super::engine(&args.engine) {
+    let engine = match super::engine(&args.engine, args.postgres_listen_url()) {
         Ok(engine) => engine,
         Err(code) => return code,
     };

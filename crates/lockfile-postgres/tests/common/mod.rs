@@ -2,6 +2,7 @@
 //! engine's black-hole proxy.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod events;
 pub mod pg;
 /// A loopback TCP proxy that can stop forwarding without closing anything.
 #[path = "../../../lockfile-etcd/tests/common/proxy.rs"]

@@ -10,6 +10,7 @@ use etcd_client::{
 use lockfile::OwnerRecord;
 use lockfile::tick::Claim;
 use lockfile::wait::Wait;
+use lockfile_lease::acquiring::{Acquiring, Next};
 
 use crate::conn::Conn;
 use crate::history;
@@ -32,23 +33,9 @@ pub(crate) struct Held {
     pub(crate) claim: Option<Claim>,
 }
 
-/// The outcome of one grant-and-write attempt.
-enum Attempt {
-    Acquired(Box<Held>),
-    /// The run history changed between its read and the transaction that
-    /// claims the tick (another run finished or claimed): decide again.
-    Raced,
-    Contended {
-        owner: Option<Box<OwnerRecord>>,
-        fencing_token: u64,
-        /// The revision at which the key was read.
-        revision: i64,
-    },
-}
-
-/// How many times in a row a claim may lose the race on the run history
-/// before the acquire gives up.
-const RACES: u32 = 5;
+/// One grant-and-write attempt: when contended, it saw the revision at
+/// which the key was read.
+type Attempt = lockfile_lease::acquiring::Attempt<Held, i64>;
 
 pub(crate) async fn acquire(
     conn: &Conn,
@@ -57,30 +44,15 @@ pub(crate) async fn acquire(
     wait: Wait,
 ) -> Result<Held> {
     let ttl_secs = ttl_seconds(conn, opts.ttl)?;
-    let started = Instant::now();
     let key = conn.key();
-    let until = match wait {
-        Wait::Until(until) => Some(until),
-        Wait::No | Wait::Forever => None,
-    };
+    let mut acquiring = Acquiring::new(key, history.key(), wait);
+    let until = acquiring.until();
     let mut client = conn.connect().await?;
-    let mut owner = None;
-    let mut waiting = false;
-    let mut races = 0;
     loop {
-        let step = match attempt(conn, history, &mut client, opts, ttl_secs).await {
-            Ok(Attempt::Raced) if races < RACES => {
-                races += 1;
-                continue;
-            }
-            Ok(Attempt::Raced) => {
-                return Err(Error::Conflict {
-                    op: Operation::Acquire,
-                    key: history.key().to_owned(),
-                    attempts: RACES,
-                });
-            }
-            Ok(Attempt::Acquired(held)) => {
+        let attempt = attempt(conn, history, &mut client, opts, ttl_secs).await;
+        match acquiring.judge(attempt)? {
+            Next::Again => continue,
+            Next::Acquired(held) => {
                 tracing::info!(
                     name: "lock_acquired",
                     event = "lock_acquired",
@@ -90,70 +62,30 @@ pub(crate) async fn acquire(
                     ttl_s = held.ttl.as_secs(),
                     token = %held.record.token,
                     job = held.record.job.as_deref().unwrap_or(""),
-                    waited_ms = started.elapsed().as_millis() as u64,
+                    waited_ms = acquiring.waited().as_millis() as u64,
                 );
                 return Ok(*held);
             }
-            Ok(Attempt::Contended {
-                owner: holder,
-                fencing_token,
-                revision,
-            }) => {
-                if let Some(o) = &holder {
-                    tracing::info!(
-                        name: "lock_contended",
-                        event = "lock_contended",
-                        key = %key,
-                        holder_pid = o.pid,
-                        holder_host = %o.hostname,
-                        fencing_token,
-                    );
-                }
-                if let Wait::No = wait {
-                    return Err(Error::Contended {
-                        key: key.to_owned(),
-                        owner: holder,
-                        fencing_token,
-                    });
-                }
-                owner = holder;
-                waiting = true;
-                // Watch from the revision after the one we read, so that a
-                // deletion between the transaction and the watch is not missed.
-                wait_deleted(conn, &mut client, revision + 1, until).await
-            }
-            Err(e) => Err(e),
-        };
-        match step {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(Error::Timeout {
-                    key: key.to_owned(),
-                    waited: started.elapsed(),
-                    owner,
-                });
-            }
-            // Once waiting, an etcd hiccup (a leader election, a member
-            // restart) is waited out like the holder is: errors before the
-            // first answer (a wrong endpoint, bad credentials) are returned.
-            Err(e) if waiting && !e.is_tick_refused() => {
-                tracing::warn!(key = %key, error = %e, "waiting for a lease: etcd failed; retrying");
-                if let Some(until) = until
-                    && Instant::now() + RETRY_WAITING >= until
-                {
-                    tokio::time::sleep_until(until.into()).await;
-                    return Err(Error::Timeout {
-                        key: key.to_owned(),
-                        waited: started.elapsed(),
-                        owner,
-                    });
-                }
-                tokio::time::sleep(RETRY_WAITING).await;
-                if let Ok(fresh) = conn.connect().await {
-                    client = fresh;
+            // Watch from the revision after the one we read, so that a
+            // deletion between the transaction and the watch is not missed.
+            Next::Wait(revision) => {
+                match wait_deleted(conn, &mut client, revision + 1, until).await {
+                    Ok(true) => continue,
+                    Ok(false) => return Err(acquiring.timed_out()),
+                    Err(e) => acquiring.retry_after(e)?,
                 }
             }
-            Err(e) => return Err(e),
+            Next::Retry => {}
+        }
+        if let Some(until) = until
+            && Instant::now() + RETRY_WAITING >= until
+        {
+            tokio::time::sleep_until(until.into()).await;
+            return Err(acquiring.timed_out());
+        }
+        tokio::time::sleep(RETRY_WAITING).await;
+        if let Ok(fresh) = conn.connect().await {
+            client = fresh;
         }
     }
 }
@@ -261,7 +193,7 @@ async fn attempt(
     Ok(Attempt::Contended {
         owner,
         fencing_token,
-        revision,
+        seen: revision,
     })
 }
 

@@ -54,6 +54,7 @@
 // The owner record comes from the core crate, which is Unix-only.
 #![cfg(unix)]
 
+pub mod acquiring;
 pub mod engine;
 pub mod error;
 pub mod history;

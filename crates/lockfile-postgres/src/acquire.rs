@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
 use lockfile::tick::{Claim, TickClaim};
-use lockfile::wait::Wait;
 use lockfile_lease::LeaseRequest;
+use lockfile_lease::acquiring::{Acquiring, Next};
 use lockfile_lease::history::History;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, Row};
@@ -32,19 +32,9 @@ pub(crate) struct Held {
     pub(crate) claim: Option<Claim>,
 }
 
-/// The outcome of one attempt.
-enum Attempt {
-    Acquired(Box<Held>),
-    /// The run history changed between its read and the claim's write:
-    /// decide again.
-    Raced,
-    Contended {
-        owner: Option<Box<OwnerRecord>>,
-        fencing_token: u64,
-        /// What is left of the holder's lease, by the server's clock.
-        remaining: Duration,
-    },
-}
+/// One attempt: when contended, it saw what is left of the holder's lease
+/// by the server's clock.
+type Attempt = lockfile_lease::acquiring::Attempt<Held, Duration>;
 
 /// What ended a waiting acquire's last pause: the `woken_by` of its
 /// `lock_acquired` event.
@@ -97,23 +87,15 @@ pub(crate) async fn acquire(
 ) -> Result<(Held, Client)> {
     let ms = ttl_ms(conn, ttl)?;
     let ttl = Duration::from_millis(ms.unsigned_abs());
-    let started = Instant::now();
-    let until = match request.wait {
-        Wait::Until(until) => Some(until),
-        Wait::No | Wait::Forever => None,
-    };
+    let mut acquiring = Acquiring::new(conn.key(), conn.key(), request.wait);
+    let until = acquiring.until();
     let poll = lockfile_lease::engine::poll_interval(ttl);
     let mut client: Option<Client> = None;
-    let mut owner = None;
-    let mut waiting = false;
-    let mut races = 0;
     let mut listener: Option<Listener> = None;
     let mut starting: Option<Starting> = None;
     let mut listen_tried = false;
     let mut woken = Woken::Nothing;
     loop {
-        // What is left of the holder's lease, when the attempt said.
-        let expiry: Option<Duration>;
         // Notifications already here were sent by commits this attempt
         // sees: only those that come during or after it may wake us.
         if let Some(l) = &mut listener
@@ -133,19 +115,10 @@ pub(crate) async fn acquire(
             }
             Err(e) => Err(e),
         };
-        match tried {
-            Ok(Attempt::Raced) if races < RACES => {
-                races += 1;
-                continue;
-            }
-            Ok(Attempt::Raced) => {
-                return Err(Error::Conflict {
-                    op: Operation::Acquire,
-                    key: conn.key().to_owned(),
-                    attempts: RACES,
-                });
-            }
-            Ok(Attempt::Acquired(held)) => {
+        // What is left of the holder's lease, when the attempt said.
+        let expiry = match acquiring.judge(tried)? {
+            Next::Again => continue,
+            Next::Acquired(held) => {
                 tracing::info!(
                     name: "lock_acquired",
                     event = "lock_acquired",
@@ -154,37 +127,13 @@ pub(crate) async fn acquire(
                     ttl_ms = ms,
                     token = %held.record.token,
                     job = held.record.job.as_deref().unwrap_or(""),
-                    waited_ms = started.elapsed().as_millis() as u64,
+                    waited_ms = acquiring.waited().as_millis() as u64,
                     woken_by = woken.as_str(),
                 );
                 // The listener's connection closes here, with `listener`.
                 return Ok((*held, client.take().expect("the attempt's connection")));
             }
-            Ok(Attempt::Contended {
-                owner: holder,
-                fencing_token,
-                remaining,
-            }) => {
-                if let Some(o) = &holder {
-                    tracing::info!(
-                        name: "lock_contended",
-                        event = "lock_contended",
-                        key = %conn.key(),
-                        holder_pid = o.pid,
-                        holder_host = %o.hostname,
-                        fencing_token,
-                    );
-                }
-                if let Wait::No = request.wait {
-                    return Err(Error::Contended {
-                        key: conn.key().to_owned(),
-                        owner: holder,
-                        fencing_token,
-                    });
-                }
-                owner = holder;
-                waiting = true;
-                expiry = Some(remaining);
+            Next::Wait(remaining) => {
                 if !listen_tried && conn.listen.is_some() {
                     listen_tried = true;
                     let limit = until.map_or(conn.request_timeout, |u| conn.left_until(u));
@@ -192,24 +141,16 @@ pub(crate) async fn acquire(
                         starting = Some(Starting::spawn(conn, limit));
                     }
                 }
+                Some(remaining)
             }
-            // Once waiting, a server hiccup (a restart, a failover) is
-            // waited out like the holder is; errors before the first answer
-            // (a missing table, a bad password) are returned.
-            Err(e) if waiting && !e.is_tick_refused() => {
-                tracing::warn!(key = %conn.key(), error = %e, "waiting for a lease: the server failed; retrying");
+            Next::Retry => {
                 client = None;
-                expiry = None;
+                None
             }
-            Err(e) => return Err(e),
-        }
+        };
         let now = Instant::now();
         if until.is_some_and(|until| now >= until) {
-            return Err(Error::Timeout {
-                key: conn.key().to_owned(),
-                waited: started.elapsed(),
-                owner,
-            });
+            return Err(acquiring.timed_out());
         }
         // A holder that dies sends no notification: wake when its row
         // expires, a millisecond after the time the server gave (rounded
@@ -265,10 +206,6 @@ async fn released(listener: &mut Option<Listener>, conn: &Conn, name: &str) {
     }
     std::future::pending().await
 }
-
-/// How many times in a row a claim may lose the race on the run history
-/// before the acquire gives up.
-const RACES: u32 = 5;
 
 /// One acquire statement on `client`; with a tick to claim, a transaction
 /// that also writes the claim into the run history.
@@ -427,7 +364,7 @@ async fn take(
     Ok(Attempt::Contended {
         owner: OwnerRecord::from_json(owner.as_bytes()).ok().map(Box::new),
         fencing_token: token,
-        remaining: Duration::from_millis(remaining.unsigned_abs()),
+        seen: Duration::from_millis(remaining.unsigned_abs()),
     })
 }
 

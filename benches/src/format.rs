@@ -10,7 +10,7 @@ pub fn time(ns: f64) -> String {
         format!("{ns:.0} ns")
     } else if ns < 1_000_000.0 {
         format!("{:.2} µs", ns / 1e3)
-    } else if ns < 10_000_000_000.0 {
+    } else if ns < 1_000_000_000.0 {
         format!("{:.2} ms", ns / 1e6)
     } else {
         format!("{:.2} s", ns / 1e9)
@@ -59,7 +59,7 @@ mod tests {
         assert_eq!(time(512.0), "512 ns");
         assert_eq!(time(1_500.0), "1.50 µs");
         assert_eq!(time(2_500_000.0), "2.50 ms");
-        assert_eq!(time(12e9), "12.00 s");
+        assert_eq!(time(2e9), "2.00 s");
         assert_eq!(ratio(1.234), "1.23×");
         assert_eq!(ratio(12.34), "12.3×");
         assert_eq!(verdict(1.0, 1.2), "met");

@@ -163,6 +163,7 @@ fn main() -> Result<()> {
             postgres_url: pg.clone(),
             bouncer_url: bouncer.clone(),
             etcd_endpoint: etcd.clone(),
+            socket_url: None,
             started: None,
         },
         _ => {

@@ -93,8 +93,17 @@ impl Report {
         for path in Path::ALL {
             let same = pg::key(path, pg::FLOOR_SAME);
             let fresh = pg::key(path, pg::FLOOR_CONNECT);
-            for row in [pg::FLOOR_SAME, pg::CONNECT, pg::FLOOR_CONNECT, pg::ENGINE] {
+            for row in [
+                pg::FLOOR_SAME,
+                pg::CONNECT,
+                pg::CONNECT_TRUST,
+                pg::FLOOR_CONNECT,
+                pg::ENGINE,
+            ] {
                 let key = pg::key(path, row);
+                if !r.has(&key) {
+                    continue;
+                }
                 let (target, v) = if row == pg::ENGINE {
                     let x = r.ratio(&key, &same);
                     let v = self.judge(
@@ -125,6 +134,7 @@ impl Report {
             etcd::FLOOR_SAME,
             etcd::CONNECT,
             etcd::FLOOR_CONNECT,
+            etcd::REPLICA,
             etcd::ENGINE,
         ] {
             let key = etcd::key(row);

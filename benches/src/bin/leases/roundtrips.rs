@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, WatchOptions};
 use lockfile_bench::stats::{Results, Rng};
 use lockfile_postgres::{Engine as _, LeaseRequest};
 use tokio::runtime::Runtime;
@@ -56,6 +56,8 @@ pub(crate) mod pg {
     use super::Path;
 
     pub(crate) const CONNECT: &str = "connect alone (TCP, SCRAM authentication, start-up)";
+    pub(crate) const CONNECT_TRUST: &str =
+        "connect alone over the Unix socket, trusted (no SCRAM exchange)";
     pub(crate) const FLOOR_SAME: &str =
         "floor: the acquire and release statements, raw, on one open connection";
     pub(crate) const FLOOR_CONNECT: &str =
@@ -76,6 +78,7 @@ pub(crate) mod etcd {
         "floor: lease grant + txn (put) + txn (delete) + lease revoke, raw, on one client";
     pub(crate) const FLOOR_CONNECT: &str =
         "floor: new client + grant + txn (put); new client + txn (delete) + revoke, raw";
+    pub(crate) const REPLICA: &str = "raw replica of the engine's requests: new client + grant + txn (put) + watch opened; new client + txn (delete) + revoke";
     pub(crate) const ENGINE: &str = "Engine::acquire + Lease::release";
     pub(crate) const RANGE: &str = "floor: range read of one key on an open client";
     pub(crate) const KEEPALIVE: &str = "keepalive round trip on an open stream (the renewal)";
@@ -152,12 +155,23 @@ fn pg_variants(
     path: Path,
     url: &str,
     direct_url: &str,
+    socket_url: Option<&str>,
     sql: &Rc<Statements>,
 ) -> Result<Vec<Variant>> {
     let rt = runtime()?;
     let ttl_ms = i64::try_from(TTL.as_millis())?;
     let tag = format!("{path:?}").to_lowercase();
     let mut out = Vec::new();
+    if let (Path::Direct, Some(socket)) = (path, socket_url) {
+        let (rt, socket) = (rt.clone(), socket.to_owned());
+        out.push(Variant {
+            name: pg::key(path, pg::CONNECT_TRUST),
+            op: Box::new(move || {
+                rt.block_on(pg_connect(&socket))?;
+                Ok(())
+            }),
+        });
+    }
     {
         let (rt, url) = (rt.clone(), url.to_owned());
         out.push(Variant {
@@ -332,6 +346,27 @@ fn etcd_variants(endpoint: &str) -> Result<Vec<Variant>> {
         });
     }
     {
+        let (rt, endpoint, value) = (rt.clone(), endpoint.to_owned(), value.clone());
+        out.push(Variant {
+            name: etcd::key(etcd::REPLICA),
+            op: Box::new(move || {
+                rt.block_on(async {
+                    let key = "bench/replica";
+                    let mut c = etcd_connect(&endpoint).await?;
+                    let (id, token) = etcd_acquire(&mut c, key, &value).await?;
+                    // The engine's key watch, from the revision after ours,
+                    // until etcd confirms it (the engine opens it beside
+                    // the acquire's return, on a task of its own).
+                    let options = WatchOptions::new().with_start_revision(token + 1);
+                    let mut events = c.watch(key, Some(options)).await?;
+                    events.message().await?;
+                    let mut c = etcd_connect(&endpoint).await?;
+                    etcd_release(&mut c, key, id, token).await
+                })
+            }),
+        });
+    }
+    {
         let mut engine = lockfile_etcd::LeaseOptions::new();
         engine.endpoints([endpoint]).ttl(TTL);
         out.push(Variant {
@@ -396,7 +431,13 @@ pub(crate) fn measure(
             Path::Direct => &servers.postgres_url,
             Path::Bouncer => &servers.bouncer_url,
         };
-        variants.extend(pg_variants(path, url, &servers.postgres_url, &sql)?);
+        variants.extend(pg_variants(
+            path,
+            url,
+            &servers.postgres_url,
+            servers.socket_url.as_deref(),
+            &sql,
+        )?);
     }
     variants.extend(etcd_variants(&servers.etcd_endpoint)?);
     let mut results = Results::default();

@@ -21,6 +21,9 @@ pub(crate) struct Servers {
     /// The same database through PgBouncer (transaction pooling).
     pub(crate) bouncer_url: String,
     pub(crate) etcd_endpoint: String,
+    /// The PostgreSQL server over its Unix socket, where it trusts the
+    /// local user (no SCRAM exchange): started here only.
+    pub(crate) socket_url: Option<String>,
     /// Started here: the processes whose CPU time is read.
     pub(crate) started: Option<Started>,
 }
@@ -55,10 +58,20 @@ impl Servers {
         let postgres_url = postgres.url();
         let bouncer_url = postgres.bouncer_url();
         let etcd = Etcd::start()?;
+        let socket_url = data_dir(postgres.port)
+            .and_then(|d| Some(d.parent()?.to_str()?.to_owned()))
+            .map(|dir| {
+                format!(
+                    "host={dir} port={} user={} dbname=postgres",
+                    postgres.port,
+                    crate::pg::USER
+                )
+            });
         Ok(Servers {
             postgres_url,
             bouncer_url,
             etcd_endpoint: etcd.endpoint.clone(),
+            socket_url,
             started: Some(Started { postgres, etcd }),
         })
     }
@@ -80,10 +93,7 @@ impl Servers {
     pub(crate) fn processes(&self) -> Option<ServerProcesses> {
         let started = self.started.as_ref()?;
         let postmaster = find_postmaster(started.postgres.port)?;
-        let data = cmdline(postmaster)
-            .windows(2)
-            .find(|w| w[0] == "-D")
-            .map(|w| PathBuf::from(&w[1]))?;
+        let data = data_dir(started.postgres.port)?;
         let ini = data.parent()?.join("pgbouncer.ini");
         let bouncer = find_process("pgbouncer", |args| args.iter().any(|a| Path::new(a) == ini));
         Some(ServerProcesses {
@@ -212,6 +222,14 @@ fn find_postmaster(port: u16) -> Option<u32> {
     find_process("postgres", |args| {
         args.windows(2).any(|w| w[0] == "-p" && w[1] == port) && args.iter().any(|a| a == "-D")
     })
+}
+
+/// The data directory of the postmaster listening on `port`.
+fn data_dir(port: u16) -> Option<PathBuf> {
+    cmdline(find_postmaster(port)?)
+        .windows(2)
+        .find(|w| w[0] == "-D")
+        .map(|w| PathBuf::from(&w[1]))
 }
 
 /// A single-member etcd on loopback ports with a temporary data directory;

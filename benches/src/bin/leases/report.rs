@@ -159,7 +159,7 @@ impl Report {
         self.line("|---|---|---:|---:|---:|");
         for path in Path::ALL {
             let floor = pg::key(path, pg::SELECT1);
-            for row in [pg::SELECT1, pg::RENEW] {
+            for row in [pg::SELECT1, pg::RENEW, pg::RENEW_ASYNC] {
                 let key = pg::key(path, row);
                 self.line(&format!(
                     "| {} | {row} | {} | {} | {} |",

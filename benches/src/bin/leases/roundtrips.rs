@@ -65,6 +65,8 @@ pub(crate) mod pg {
     pub(crate) const ENGINE: &str = "Engine::acquire + Lease::release";
     pub(crate) const SELECT1: &str = "floor: SELECT 1 on an open connection";
     pub(crate) const RENEW: &str = "the renewal statement on an open connection";
+    pub(crate) const RENEW_ASYNC: &str =
+        "the renewal statement with synchronous_commit off instead of on (not the engine's)";
 
     pub(crate) fn key(path: Path, row: &str) -> String {
         format!("{path:?}|{row}")
@@ -243,21 +245,29 @@ fn pg_variants(
             let c = pg_connect(direct_url).await?;
             pg_acquire(&c, sql, &name, long).await
         })?;
-        let client = rt.block_on(pg_connect(url))?;
-        let (rt, sql) = (rt.clone(), sql.clone());
-        out.push(Variant {
-            name: pg::key(path, pg::RENEW),
-            op: Box::new(move || {
-                let rows = rt.block_on(
-                    client.query_typed(&sql.renew, &[(&name, Type::TEXT), (&token, Type::INT8)]),
-                )?;
-                ensure!(
-                    !rows.is_empty(),
-                    "the renewal of {name} found no lease of ours"
-                );
-                Ok(())
-            }),
-        });
+        let asynchronous = sql
+            .renew
+            .replace("'synchronous_commit', 'on'", "'synchronous_commit', 'off'");
+        for (row, statement) in [
+            (pg::RENEW, sql.renew.clone()),
+            (pg::RENEW_ASYNC, asynchronous),
+        ] {
+            let client = rt.block_on(pg_connect(url))?;
+            let (rt, name) = (rt.clone(), name.clone());
+            out.push(Variant {
+                name: pg::key(path, row),
+                op: Box::new(move || {
+                    let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 2] =
+                        [(&name, Type::TEXT), (&token, Type::INT8)];
+                    let rows = rt.block_on(client.query_typed(&statement, &params))?;
+                    ensure!(
+                        !rows.is_empty(),
+                        "the renewal of {name} found no lease of ours"
+                    );
+                    Ok(())
+                }),
+            });
+        }
     }
     Ok(out)
 }
@@ -450,7 +460,7 @@ pub(crate) fn measure(
             let mut samples = Vec::with_capacity(batch);
             for _ in 0..batch {
                 let started = Instant::now();
-                (v.op)().with_context(|| format!("{}", v.name))?;
+                (v.op)().with_context(|| v.name.clone())?;
                 samples.push(started.elapsed().as_nanos() as f64);
             }
             if round > 0 {

@@ -261,12 +261,7 @@ fn probe(kind: Kind, server: &str, stop: &AtomicBool) -> Result<Vec<f64>> {
     let mut samples = Vec::new();
     match kind {
         Kind::Postgres => rt.block_on(async {
-            let (client, connection) = tokio_postgres::connect(server, tokio_postgres::NoTls)
-                .await
-                .with_context(|| format!("cannot connect to {}", crate::servers::redact(server)))?;
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
+            let client = crate::roundtrips::pg_connect(server).await?;
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 client.query_typed("SELECT 1", &[]).await?;

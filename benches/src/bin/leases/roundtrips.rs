@@ -99,9 +99,20 @@ fn runtime() -> Result<Rc<Runtime>> {
     ))
 }
 
-/// A raw connection, its socket driven by a task on `rt`.
-async fn pg_connect(url: &str) -> Result<Client> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls)
+/// A raw connection, its socket driven by a task on the current runtime.
+/// It names itself as the engine's do (`application_name=lockfile`):
+/// PgBouncer sets a pooled server connection's `application_name` to its
+/// client's before each transaction, so a floor named otherwise would pay
+/// a `SET` the engine does not, and make the engine pay one.
+pub(crate) async fn pg_connect(url: &str) -> Result<Client> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .with_context(|| format!("`{}` is not a PostgreSQL connection string", redact(url)))?;
+    if config.get_application_name().is_none() {
+        config.application_name("lockfile");
+    }
+    let (client, connection) = config
+        .connect(NoTls)
         .await
         .with_context(|| format!("cannot connect to {}", redact(url)))?;
     tokio::spawn(async move {

@@ -83,6 +83,9 @@ fn engine(kind: Kind, server: &str, ttl: Duration) -> Box<dyn Engine> {
 /// The holder's role: take the lease, say so on stdout, and hold it
 /// (renewing) until killed.
 pub(crate) fn holder_main(kind: &str, name: &str, ttl_ms: &str) -> Result<()> {
+    // A holder whose parent died (interrupted) must not hold on forever.
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .context("cannot ask for SIGKILL at the parent's death")?;
     let kind = Kind::parse(kind)?;
     let ttl = Duration::from_millis(ttl_ms.parse().context("the TTL in ms")?);
     let server = std::env::var(SERVER_ENV).with_context(|| format!("{SERVER_ENV} is not set"))?;

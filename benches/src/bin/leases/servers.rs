@@ -47,7 +47,7 @@ impl Servers {
     /// Starts PostgreSQL, PgBouncer and etcd of this run's own (as the
     /// engines' tests do) and creates the lease schema.
     pub(crate) fn start() -> Result<Servers> {
-        // The helper is the tests': it panics, with the server's log, when a
+        // The tests' own start-up code: it panics, with the server's log, when a
         // server does not start.
         let mut postgres = std::panic::catch_unwind(|| {
             let mut pg = Postgres::start();

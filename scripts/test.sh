@@ -177,6 +177,11 @@ else
     cargo build --release -p lockfile-cli
 fi
 cargo run --release -p lockfile-bench --bin compare -- --quick
+# The lease engines' figures, on servers it starts itself: only where both
+# engines build and both servers run.
+if [ "$etcd" = all ] && [ "$postgres" = all ]; then
+    cargo run --release -p lockfile-bench --features etcd,postgres --bin leases -- --quick
+fi
 echo "test.sh: the figures above are reported, never enforced: a MISSED target is a number to read (see BENCHMARKS.md), not a failure"
 
 # The Debian package: built with its lease engines and tested in a clean

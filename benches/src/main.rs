@@ -13,7 +13,6 @@ mod planted;
 mod process;
 mod python;
 mod scan;
-mod stats;
 mod sys;
 mod table;
 
@@ -24,7 +23,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 
 use crate::handoff::{Handoff, Placement, Variant};
-use crate::stats::{Results, Rng};
+use lockfile_bench::stats::{Results, Rng};
 
 #[global_allocator]
 static ALLOC: alloc::Counting = alloc::Counting;

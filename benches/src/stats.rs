@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 /// xorshift64*: enough to shuffle the order of variants; not for secrets.
 #[derive(Debug)]
-pub(crate) struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
-    pub(crate) fn new(seed: u64) -> Rng {
+    pub fn new(seed: u64) -> Rng {
         Rng(seed.max(1))
     }
 
@@ -19,8 +19,13 @@ impl Rng {
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+
     /// Fisher-Yates.
-    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = (self.next() % (i as u64 + 1)) as usize;
             items.swap(i, j);
@@ -29,12 +34,12 @@ impl Rng {
 }
 
 /// The median of some values (the mean of the middle two for an even count).
-pub(crate) fn median(values: &[f64]) -> f64 {
+pub fn median(values: &[f64]) -> f64 {
     percentile(values, 50.0)
 }
 
 /// A percentile with linear interpolation between closest ranks.
-pub(crate) fn percentile(values: &[f64], p: f64) -> f64 {
+pub fn percentile(values: &[f64], p: f64) -> f64 {
     if values.is_empty() {
         return f64::NAN;
     }
@@ -53,19 +58,19 @@ pub(crate) fn percentile(values: &[f64], p: f64) -> f64 {
 /// round, and the table shows the median of those per-round ratios: a noisy
 /// neighbour that slows one round slows the floor too.
 #[derive(Debug, Default)]
-pub(crate) struct Results {
+pub struct Results {
     rounds: Vec<BTreeMap<String, f64>>,
     samples: BTreeMap<String, Vec<f64>>,
     extra: BTreeMap<String, Vec<f64>>,
 }
 
 impl Results {
-    pub(crate) fn start_round(&mut self) {
+    pub fn start_round(&mut self) {
         self.rounds.push(BTreeMap::new());
     }
 
     /// Records this round's figure for `name`.
-    pub(crate) fn record(&mut self, name: &str, value: f64) {
+    pub fn record(&mut self, name: &str, value: f64) {
         self.rounds
             .last_mut()
             .expect("a round was started")
@@ -74,7 +79,7 @@ impl Results {
 
     /// Records this round's samples for `name` (their median becomes its
     /// figure for the round) and keeps them for percentiles.
-    pub(crate) fn record_samples(&mut self, name: &str, samples: &[f64]) {
+    pub fn record_samples(&mut self, name: &str, samples: &[f64]) {
         self.record(name, median(samples));
         self.samples
             .entry(name.to_owned())
@@ -83,16 +88,16 @@ impl Results {
     }
 
     /// A measurement that is not part of the rounds (peak RSS, CPU use).
-    pub(crate) fn record_extra(&mut self, name: &str, value: f64) {
+    pub fn record_extra(&mut self, name: &str, value: f64) {
         self.extra.entry(name.to_owned()).or_default().push(value);
     }
 
-    pub(crate) fn has(&self, name: &str) -> bool {
+    pub fn has(&self, name: &str) -> bool {
         self.rounds.iter().any(|r| r.contains_key(name))
     }
 
     /// The median over rounds of the per-round figures.
-    pub(crate) fn median(&self, name: &str) -> f64 {
+    pub fn median(&self, name: &str) -> f64 {
         let v: Vec<f64> = self
             .rounds
             .iter()
@@ -103,19 +108,19 @@ impl Results {
     }
 
     /// A percentile over every sample of every round.
-    pub(crate) fn sample_percentile(&self, name: &str, p: f64) -> f64 {
+    pub fn sample_percentile(&self, name: &str, p: f64) -> f64 {
         self.samples
             .get(name)
             .map_or(f64::NAN, |s| percentile(s, p))
     }
 
-    pub(crate) fn sample_count(&self, name: &str) -> usize {
+    pub fn sample_count(&self, name: &str) -> usize {
         self.samples.get(name).map_or(0, Vec::len)
     }
 
     /// The median over rounds of `name / floor`, each round against its own
     /// floor.
-    pub(crate) fn ratio(&self, name: &str, floor: &str) -> f64 {
+    pub fn ratio(&self, name: &str, floor: &str) -> f64 {
         let v: Vec<f64> = self
             .rounds
             .iter()
@@ -124,7 +129,7 @@ impl Results {
         median(&v)
     }
 
-    pub(crate) fn extra_median(&self, name: &str) -> f64 {
+    pub fn extra_median(&self, name: &str) -> f64 {
         self.extra.get(name).map_or(f64::NAN, |v| median(v))
     }
 }

@@ -8,42 +8,9 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::handoff::{self, Placement, Variant};
-use crate::stats::Results;
 use crate::{Args, CycleExtras, Size, cycle, planted, process, scan, sys};
-
-/// A time in the unit that reads best.
-fn time(ns: f64) -> String {
-    if ns.is_nan() {
-        "n/a".to_owned()
-    } else if ns < 1_000.0 {
-        format!("{ns:.0} ns")
-    } else if ns < 1_000_000.0 {
-        format!("{:.2} µs", ns / 1e3)
-    } else {
-        format!("{:.2} ms", ns / 1e6)
-    }
-}
-
-fn ratio(r: f64) -> String {
-    if r.is_nan() {
-        "n/a".to_owned()
-    } else if r >= 10.0 {
-        format!("{r:.1}×")
-    } else {
-        format!("{r:.2}×")
-    }
-}
-
-/// "met" or "MISSED" for a figure that must not exceed its limit.
-fn verdict(value: f64, limit: f64) -> &'static str {
-    if value.is_nan() {
-        "n/a"
-    } else if value <= limit {
-        "met"
-    } else {
-        "MISSED"
-    }
-}
+use lockfile_bench::format::{ratio, time, uname, verdict};
+use lockfile_bench::stats::Results;
 
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -493,26 +460,4 @@ impl Report {
         }
         self.line(&format!("\nThe run took {:.0} s.", took.as_secs_f64()));
     }
-}
-
-/// "Linux 6.1.0 x86_64".
-fn uname() -> String {
-    // SAFETY: utsname is plain data, written by uname before it is read.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a live, writable utsname.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return "unknown kernel".to_owned();
-    }
-    let field = |f: &[libc::c_char]| {
-        // SAFETY: uname NUL-terminates every field within its array.
-        unsafe { std::ffi::CStr::from_ptr(f.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    format!(
-        "{} {} {}",
-        field(&u.sysname),
-        field(&u.release),
-        field(&u.machine)
-    )
 }

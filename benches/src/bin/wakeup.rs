@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 use lockfile::wait::Wait;
+use lockfile_bench::stats;
 use lockfile_postgres::{Engine, LeaseOptions, LeaseRequest};
 use tokio_postgres::NoTls;
 
@@ -45,10 +46,6 @@ use tokio_postgres::NoTls;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../../crates/lockfile-postgres/tests/common/pg.rs"]
 mod pg;
-/// Medians and percentiles, as `compare` takes them.
-#[allow(dead_code)]
-#[path = "../stats.rs"]
-mod stats;
 
 /// The holders' and the waiter's TTL: long, so that the poll interval is
 /// its maximum, a second, and no lease lapses during a sample.

@@ -1,7 +1,7 @@
 //! The workers: library workers take the lock with `LockOptions`, drivers
 //! through `lockfile run`, whose command is a `section` of this binary.
 //!
-//! The detector (see [`crate::detector`]): every critical section takes it.
+//! The detector (the `detector` module): every critical section takes it.
 
 use std::fs::File;
 use std::io;

@@ -127,15 +127,15 @@ pub fn lease_torture_passes(engine: &[&str]) {
         "--workers",
         "6",
         "--locks",
-        "2",
+        "3",
         "--rounds",
         "100000",
         "--seconds",
         "12",
         "--hold-us",
-        "100000",
+        "200000",
         "--kill-every",
-        "300",
+        "500",
     ]);
     let run = torture(&args);
     run.check(
@@ -204,7 +204,7 @@ pub fn lease_sabotage_is_caught(engine: &[&str]) {
             "--locks",
             "1",
             "--rounds",
-            "15",
+            "30",
             "--hold-us",
             "3000",
             "--kill-every",

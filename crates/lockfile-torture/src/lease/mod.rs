@@ -49,23 +49,21 @@ impl Leases {
     /// The options that give the same server and TTL to a process of the
     /// run.
     pub(crate) fn args(&self) -> Vec<String> {
+        self.server_and_ttl(self.ttl.as_secs_f64().to_string())
+    }
+
+    /// The options of `lockfile run` for the same server and TTL (whose
+    /// `--ttl` takes a duration such as `2000ms`).
+    pub(crate) fn run_args(&self) -> Vec<String> {
+        self.server_and_ttl(format!("{}ms", self.ttl.as_millis()))
+    }
+
+    fn server_and_ttl(&self, ttl: String) -> Vec<String> {
         let (option, value) = match &self.server {
             Server::Postgres(url) => ("--postgres", url),
             Server::Etcd(endpoints) => ("--etcd", endpoints),
         };
-        vec![
-            option.to_owned(),
-            value.clone(),
-            "--ttl".to_owned(),
-            self.ttl.as_secs_f64().to_string(),
-        ]
-    }
-
-    /// The options of `lockfile run` for the same server and TTL.
-    pub(crate) fn run_args(&self) -> Vec<String> {
-        let mut args = self.args();
-        args[3] = format!("{}ms", self.ttl.as_millis());
-        args
+        vec![option.to_owned(), value.clone(), "--ttl".to_owned(), ttl]
     }
 
     /// What the summary calls the server (never the URL, which may carry a

@@ -74,6 +74,9 @@ pub(crate) struct Board {
     /// Self-test: library workers skip the lock, so the detector must see
     /// overlaps.
     pub(crate) sabotage: AtomicU32,
+    /// Self-test of the fencing judgment: library lease workers log their
+    /// tokens in reverse order, so the run must report inversions.
+    pub(crate) sabotage_fencing: AtomicU32,
 
     pub(crate) overlaps: AtomicU64,
     /// Detector checks that found it held by a holder that was exiting.
@@ -81,6 +84,12 @@ pub(crate) struct Board {
     pub(crate) record_mismatches: AtomicU64,
     pub(crate) unlinked_while_held: AtomicU64,
     pub(crate) errors: AtomicU64,
+    /// Lease mode: fencing tokens not larger than the previous section's on
+    /// the same name, as the detector's log orders them.
+    pub(crate) fencing_inversions: AtomicU64,
+    /// Lease mode: sections whose lease was lost by the time they ended (the
+    /// holder outlived its deadline, or `lockfile run` stopped COMMAND).
+    pub(crate) leases_lost: AtomicU64,
 
     pub(crate) reaped: AtomicU64,
     pub(crate) reap_passes: AtomicU64,

@@ -6,23 +6,30 @@
 //! acquisition fail, when an inspection misreported a lock, or when anything
 //! failed unexpectedly.
 //!
+//! With `--postgres URL` or `--etcd ENDPOINTS`, the workers take leases on
+//! that server instead of lock files (see `lease`), and the run also judges
+//! the fencing tokens and times the takeovers after a holder's death.
+//!
 //! The same binary plays every part: without a subcommand it coordinates a
 //! run; the hidden subcommands are the processes it starts.
 
 mod board;
 mod coordinator;
+mod detector;
+mod lease;
 mod watchers;
 mod worker;
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "lockfile-torture",
-    about = "Multi-process torture test of lockfile locks: exclusion under SIGKILL, reap and inspect",
-    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, a held lock unlinked or its record overwritten, an acquisition made to fail by inspect, an inspection that misreported a lock, or any unexpected error; 2 when it could not run."
+    about = "Multi-process torture test of lockfile locks and leases: exclusion under SIGKILL, reap and inspect, fencing",
+    after_help = "Exit status: 0 when the run passed; 1 when it found an overlap, a fencing token out of order, a held lock unlinked or its record overwritten, an acquisition made to fail by inspect, an inspection that misreported a lock, or any unexpected error; 2 when it could not run."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -74,10 +81,39 @@ pub(crate) struct RunConfig {
     #[arg(long, hide = true)]
     pub(crate) sabotage: bool,
 
+    /// Self-test of the fencing judgment (with leases): library workers log
+    /// their tokens in reverse order, so the run must report inversions.
+    #[arg(long, hide = true)]
+    pub(crate) sabotage_fencing: bool,
+
     /// Run in this (existing, empty) directory instead of a temporary one,
     /// and keep it.
     #[arg(long)]
     pub(crate) dir: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub(crate) engine: EngineArgs,
+}
+
+/// Lease mode: the server whose leases the workers take instead of lock
+/// files (`--locks` then counts lease names).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct EngineArgs {
+    /// Take leases on PostgreSQL at this URL (directly or through PgBouncer
+    /// in transaction pooling mode), creating its tables first. Needs a
+    /// build with the `postgres` feature, and a `lockfile` command with it.
+    #[arg(long, value_name = "URL", conflicts_with = "etcd")]
+    pub(crate) postgres: Option<String>,
+
+    /// Take leases on etcd at these comma-separated endpoints. Needs a build
+    /// with the `etcd` feature, and a `lockfile` command with it.
+    #[arg(long, value_name = "ENDPOINTS")]
+    pub(crate) etcd: Option<String>,
+
+    /// With leases: their time to live, in seconds. Short, so that holders
+    /// killed by the chaos loop are taken over often.
+    #[arg(long, default_value_t = 2.0)]
+    pub(crate) ttl: f64,
 }
 
 /// The parts the coordinator starts; not for direct use.
@@ -101,6 +137,37 @@ enum Role {
     /// Takes a lock nobody else takes, in a loop.
     #[command(hide = true)]
     Probe(DirArgs),
+    /// A library worker taking leases.
+    #[command(hide = true)]
+    LeaseWorker(LeaseSlotArgs),
+    /// A worker that takes leases through `lockfile run`.
+    #[command(hide = true)]
+    LeaseDriver(LeaseDriverArgs),
+    /// The command a lease driver runs under `lockfile run`.
+    #[command(hide = true)]
+    LeaseSection(SectionArgs),
+}
+
+#[derive(Debug, Args)]
+struct LeaseSlotArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    slot: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+struct LeaseDriverArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    slot: usize,
+    #[arg(long)]
+    lockfile_bin: PathBuf,
+    #[command(flatten)]
+    engine: EngineArgs,
 }
 
 #[derive(Debug, Args)]
@@ -147,6 +214,11 @@ struct ToolArgs {
     lockfile_bin: PathBuf,
 }
 
+/// The leases a lease role works on, which its coordinator always names.
+fn leases(args: &EngineArgs) -> anyhow::Result<lease::Leases> {
+    lease::Leases::from_args(args)?.context("no --postgres or --etcd")
+}
+
 fn main() {
     let cli = Cli::parse();
     let code = match cli.role {
@@ -159,6 +231,14 @@ fn main() {
                 Role::Reaper(a) => watchers::reaper(&a.dir, &a.lockfile_bin),
                 Role::Inspector(a) => watchers::inspector(&a.dir, &a.lockfile_bin),
                 Role::Probe(a) => watchers::probe(&a.dir),
+                Role::LeaseWorker(a) => {
+                    leases(&a.engine).and_then(|l| lease::worker::lease_worker(&a.dir, a.slot, &l))
+                }
+                Role::LeaseDriver(a) => leases(&a.engine)
+                    .and_then(|l| lease::driver::lease_driver(&a.dir, a.slot, &a.lockfile_bin, &l)),
+                Role::LeaseSection(a) => {
+                    lease::driver::lease_section(&a.dir, a.slot, a.lock, a.round)
+                }
             };
             match outcome {
                 Ok(code) => code,

@@ -1,20 +1,7 @@
 //! The workers: library workers take the lock with `LockOptions`, drivers
 //! through `lockfile run`, whose command is a `section` of this binary.
 //!
-//! The detector: every lock `k` has a detector file outside the lock
-//! directory, which the process inside the critical section (the library
-//! worker, or the command under `lockfile run`, which inherited the lock)
-//! locks with a plain flock(2) syscall: not this project's code, and released
-//! by the kernel when that process dies. A section that finds its detector
-//! held by a live process has proof that two holders overlapped.
-//!
-//! One subtlety: a process that dies holding both releases them while it
-//! exits, in no guaranteed order, so the next holder may find the detector
-//! still held by a process that is exiting. That process runs no code any
-//! more, so it is not in a critical section: the check waits for it. (For
-//! the same reason the detector is not taken by running util-linux flock(1):
-//! a flock(1) child outlives a SIGKILLed section by a moment and would hold
-//! the detector on behalf of the dead.)
+//! The detector (the `detector` module): every critical section takes it.
 
 use std::fs::File;
 use std::io;
@@ -31,13 +18,14 @@ use rustix::fs::FlockOperation;
 use rustix::process::{WaitOptions, WaitStatus};
 
 use crate::board::{Board, Layout, Rng, Slot, now_ns, state};
+use crate::detector::{open_detector, take_detector};
 
 /// The status of most sections under `lockfile run`: a job that "failed".
 /// `lockfile run` records a success when its command exits 0, later holders
 /// carry it, and reap keeps a stale file that carries one (the silence alarm
 /// needs it), so sections that all succeeded would leave reap nothing to do.
 /// One in eight succeeds.
-const SECTION_FAILED: i32 = 42;
+pub(crate) const SECTION_FAILED: i32 = 42;
 
 /// A library worker: `rounds` critical sections, mixing `try_acquire`, timed
 /// and blocking waits, some releases unlinking the file. Restarted by the
@@ -58,7 +46,14 @@ pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
         let k = rng.below(u64::from(locks)) as u32;
         let path = layout.lock(k);
         if board.sabotage.load(SeqCst) != 0 {
-            sabotaged_section(board, index, k, &detectors[k as usize], &path, &mut rng);
+            sabotaged_section(
+                board,
+                index,
+                k,
+                &detectors[k as usize],
+                &|| inspected(&path),
+                &mut rng,
+            );
             continue;
         }
         let mut opts = LockOptions::new();
@@ -96,7 +91,7 @@ pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
         slot.state.store(state::HOLDING, SeqCst);
 
         let detector = &detectors[k as usize];
-        let took_detector = take_detector(board, index, k, detector, &path);
+        let took_detector = take_detector(board, index, k, detector, &|| inspected(&path));
         check_guard(board, index, &guard, &path);
         let hold = board.hold_us.load(SeqCst);
         std::thread::sleep(Duration::from_micros(rng.below(hold + 1)));
@@ -124,19 +119,19 @@ pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
 
 /// A critical section entered without the lock (the `--sabotage` self-test):
 /// the detector must catch the overlaps this causes.
-fn sabotaged_section(
+pub(crate) fn sabotaged_section(
     board: &Board,
     index: usize,
     k: u32,
     detector: &File,
-    path: &Path,
+    holder: &dyn Fn() -> String,
     rng: &mut Rng,
 ) {
     let slot = board.slot(index);
     slot.lock.store(k, SeqCst);
     slot.pid.store(std::process::id(), SeqCst);
     slot.state.store(state::HOLDING, SeqCst);
-    let took = take_detector(board, index, k, detector, path);
+    let took = take_detector(board, index, k, detector, holder);
     std::thread::sleep(Duration::from_micros(
         rng.below(board.hold_us.load(SeqCst) + 1),
     ));
@@ -147,101 +142,13 @@ fn sabotaged_section(
     slot.state.store(state::IDLE, SeqCst);
 }
 
-fn open_detector(path: &Path) -> Result<File> {
-    File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .with_context(|| format!("open detector {}", path.display()))
-}
-
-/// Takes the detector of lock `k`, the proof of exclusivity. Returns whether
-/// it was taken; counts an overlap when a live process holds it.
-fn take_detector(board: &Board, index: usize, k: u32, detector: &File, path: &Path) -> bool {
-    let mut waited_for_exiting = false;
-    loop {
-        match rustix::fs::flock(detector, FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {
-                if waited_for_exiting {
-                    board.detector_waits.fetch_add(1, SeqCst);
-                }
-                return true;
-            }
-            Err(rustix::io::Errno::WOULDBLOCK) => {}
-            Err(e) => {
-                board.error(format_args!("slot {index}: flock detector: {e}"));
-                return false;
-            }
-        }
-        let Ok(meta) = detector.metadata() else {
-            board.error("fstat of a detector failed");
-            return false;
-        };
-        let takers = flock_takers(meta.dev(), meta.ino());
-        if takers.iter().all(|&pid| exiting(pid)) {
-            // Empty: released since. All exiting: a dead holder's last
-            // moment. Either way it comes free without anyone's help.
-            waited_for_exiting |= !takers.is_empty();
-            std::thread::yield_now();
-            continue;
-        }
-        board.overlaps.fetch_add(1, SeqCst);
-        let others: Vec<String> = (0..crate::board::MAX_SLOTS)
-            .filter(|&i| i != index)
-            .map(|i| (i, board.slot(i)))
-            .filter(|(_, s)| s.state.load(SeqCst) == state::HOLDING && s.lock.load(SeqCst) == k)
-            .map(|(i, s)| format!("slot {i} pid {}", s.pid.load(SeqCst)))
-            .collect();
-        eprintln!(
-            "lockfile-torture: OVERLAP: slot {index} (pid {}) holds {} but its detector is held by live pid(s) {takers:?}; slots holding it too: [{}]; inspect: {:?}",
-            std::process::id(),
-            path.display(),
-            others.join(", "),
-            lockfile::inspect(path).map(|r| (r.state, r.holders))
-        );
-        return false;
-    }
-}
-
-/// The processes that took a `flock` lock on (dev, ino), from `/proc/locks`
-/// (waiters, marked `->`, excluded).
-fn flock_takers(dev: u64, ino: u64) -> Vec<u32> {
-    let want = format!(
-        "{:02x}:{:02x}:{ino}",
-        rustix::fs::major(dev),
-        rustix::fs::minor(dev)
-    );
-    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            match f.as_slice() {
-                [_, "FLOCK", _, _, pid, id, ..] if *id == want => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-/// Whether a process is gone, a zombie, or exiting (PF_EXITING in the flags
-/// of `/proc/PID/stat`): it runs no code any more.
-fn exiting(pid: u32) -> bool {
-    const PF_EXITING: u64 = 0x4;
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    // Fields 3 (state) and 9 (flags) of the whole line.
-    let state = fields.first().copied().unwrap_or("");
-    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
-    matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0
+/// What `inspect` says of a lock file, for an overlap's message.
+fn inspected(path: &Path) -> String {
+    format!(
+        "{}: {:?}",
+        path.display(),
+        lockfile::inspect(path).map(|r| (r.state, r.holders))
+    )
 }
 
 /// Checks what a holder must see: the path still names the file it locked,
@@ -386,7 +293,7 @@ pub(crate) fn run_driver(dir: &Path, index: usize, lockfile_bin: &Path) -> Resul
 }
 
 /// Waits for `pid`, reaping any orphan that exits meanwhile.
-fn wait_for(pid: u32) -> Result<WaitStatus> {
+pub(crate) fn wait_for(pid: u32) -> Result<WaitStatus> {
     loop {
         match rustix::process::wait(WaitOptions::empty()) {
             Ok(Some((p, status))) if p.as_raw_nonzero().get() as u32 == pid => return Ok(status),
@@ -414,7 +321,7 @@ pub(crate) fn section(dir: &Path, index: usize, k: u32, round: u32) -> Result<i3
 
     let path = layout.lock(k);
     let detector = open_detector(&layout.detector(k))?;
-    take_detector(board, index, k, &detector, &path);
+    take_detector(board, index, k, &detector, &|| inspected(&path));
     check_inherited(board, index, &path)?;
     let mut rng = Rng::new(2000 + index as u64);
     let hold = board.hold_us.load(SeqCst);

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use anyhow::Result;
 
 use super::fleet::{Kind, Worker};
-use super::pidfd::{kill_and_wait, open_pidfd};
+use super::pidfd::{kill_and_wait, kill_group, open_pidfd};
 use crate::board::{Board, Rng, now_ns, state};
 use crate::worker::holding;
 
@@ -18,8 +18,12 @@ pub(super) struct Chaos {
     pub(super) library_deaths: Vec<(u32, u64)>,
     /// The same for sections under `lockfile run`.
     pub(super) section_deaths: Vec<(u32, u64)>,
-    /// Wrappers killed while their command ran (and kept the lock).
-    pub(super) wrappers_killed: u64,
+    /// The same for `lockfile run` wrappers killed while their command ran:
+    /// with a lock file the command keeps the lock; with a lease it dies too,
+    /// and the lease stands until its TTL runs out.
+    pub(super) wrapper_deaths: Vec<(u32, u64)>,
+    /// Of those, the kills of the wrapper's whole process group (lease mode).
+    pub(super) groups_killed: u64,
     /// Library workers killed while waiting for a lock.
     pub(super) waiters_killed: u64,
     /// Kills that landed just after the victim left its section.
@@ -28,14 +32,16 @@ pub(super) struct Chaos {
 
 impl Chaos {
     pub(super) fn holders_killed(&self) -> u64 {
-        (self.library_deaths.len() + self.section_deaths.len()) as u64 + self.wrappers_killed
+        (self.library_deaths.len() + self.section_deaths.len() + self.wrapper_deaths.len()) as u64
     }
 }
 
 /// One SIGKILL: mostly a holder (a library worker in its section, a section
 /// under `lockfile run`, or the `lockfile run` wrapper while its command
-/// runs), sometimes a library worker that is waiting for a lock.
+/// runs; with `groups`, sometimes the wrapper's whole process group),
+/// sometimes a library worker that is waiting for a lock.
 pub(super) fn strike(
+    groups: bool,
     board: &Board,
     workers: &mut [Worker],
     rng: &mut Rng,
@@ -99,17 +105,31 @@ pub(super) fn strike(
             let wrapper = slot.wrapper_pid.load(SeqCst);
             let wrapper_runs_it = wrapper != 0 && slot.wrapper_round.load(SeqCst) == round;
             if wrapper_runs_it && rng.below(2) == 0 {
-                // The wrapper: its command keeps the lock, and must keep
-                // excluding everyone until it exits.
+                // The wrapper: with a lock file its command keeps the lock,
+                // and must keep excluding everyone until it exits.
                 let Some(pidfd) = open_pidfd(wrapper) else {
                     return Ok(());
                 };
+                let section_pidfd = open_pidfd(section);
                 if !(holding(slot) && slot.section_round.load(SeqCst) == round) {
                     return Ok(());
                 }
-                kill_and_wait(&pidfd)?;
+                let at = now_ns();
+                if groups && rng.below(2) == 0 {
+                    // The wrapper leads the group its command is in, and was
+                    // holding a moment ago: a group id is not reused while
+                    // a member lives, and the section still held.
+                    kill_group(wrapper)?;
+                    kill_and_wait(&pidfd)?;
+                    if let Some(section) = &section_pidfd {
+                        kill_and_wait(section)?;
+                    }
+                    chaos.groups_killed += 1;
+                } else {
+                    kill_and_wait(&pidfd)?;
+                }
                 if holding(slot) && slot.section_round.load(SeqCst) == round {
-                    chaos.wrappers_killed += 1;
+                    chaos.wrapper_deaths.push((lock, at));
                 } else {
                     chaos.missed += 1;
                 }

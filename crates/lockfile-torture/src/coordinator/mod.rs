@@ -15,9 +15,10 @@ use anyhow::{Context, Result, bail};
 
 use crate::RunConfig;
 use crate::board::{Board, Layout, Rng};
+use crate::lease::Leases;
 use chaos::{Chaos, strike};
 use fleet::{Kind, Worker};
-use summary::Summary;
+use summary::{LeaseRun, Summary};
 
 /// How long the coordinator waits for its processes to finish once the run
 /// stopped before it calls them hung: a liveness net for a deadlock, far
@@ -38,6 +39,10 @@ pub(crate) fn main(cfg: RunConfig) -> i32 {
 fn run(cfg: RunConfig) -> Result<bool> {
     let me = std::env::current_exe()?;
     let lockfile_bin = locate_lockfile(&cfg, &me)?;
+    let leases = Leases::from_args(&cfg.engine)?;
+    if let Some(leases) = &leases {
+        leases.prepare()?;
+    }
     let temp;
     let dir: PathBuf = match &cfg.dir {
         Some(d) => d.clone(),
@@ -59,15 +64,28 @@ fn run(cfg: RunConfig) -> Result<bool> {
     }
     let board = Board::create(&dir, cfg.locks, cfg.rounds, cfg.hold_us)?;
     board.sabotage.store(u32::from(cfg.sabotage), SeqCst);
-    plant_litter(&layout)?;
+    board
+        .sabotage_fencing
+        .store(u32::from(cfg.sabotage_fencing), SeqCst);
+    if leases.is_none() {
+        plant_litter(&layout)?;
+    }
 
     let run_workers = cfg
         .run_workers
         .unwrap_or((cfg.workers / 3).max(1))
         .min(cfg.workers);
     let library_workers = cfg.workers - run_workers;
+    let what = match &leases {
+        None => "lock(s)".to_owned(),
+        Some(l) => format!(
+            "{} lease(s) with a {} s TTL",
+            l.server_kind(),
+            l.ttl.as_secs_f64()
+        ),
+    };
     println!(
-        "lockfile-torture: {} workers ({library_workers} library, {run_workers} `lockfile run`) x {} rounds on {} lock(s), SIGKILL every {} ms, sections up to {} us",
+        "lockfile-torture: {} workers ({library_workers} library, {run_workers} `lockfile run`) x {} rounds on {} {what}, SIGKILL every {} ms, sections up to {} us",
         cfg.workers, cfg.rounds, cfg.locks, cfg.kill_every, cfg.hold_us
     );
 
@@ -83,20 +101,29 @@ fn run(cfg: RunConfig) -> Result<bool> {
     let bin = lockfile_bin
         .to_str()
         .context("the lockfile path is not UTF-8")?;
-    let mut helpers = [
-        ("probe", spawn_role(&["probe"])?),
-        (
-            "inspector",
-            spawn_role(&["inspector", "--lockfile-bin", bin])?,
-        ),
-        ("reaper", spawn_role(&["reaper", "--lockfile-bin", bin])?),
-    ];
+    // The probe, the inspector and the reaper work on lock files.
+    let mut helpers = Vec::new();
+    if leases.is_none() {
+        helpers = vec![
+            ("probe", spawn_role(&["probe"])?),
+            (
+                "inspector",
+                spawn_role(&["inspector", "--lockfile-bin", bin])?,
+            ),
+            ("reaper", spawn_role(&["reaper", "--lockfile-bin", bin])?),
+        ];
+    }
+    let lease_args: Vec<String> = leases.as_ref().map(Leases::args).unwrap_or_default();
     let spawn_worker = |slot: usize, kind: Kind| -> Result<Child> {
         let s = slot.to_string();
-        match kind {
-            Kind::Library => spawn_role(&["worker", "--slot", &s]),
-            Kind::Run => spawn_role(&["driver", "--slot", &s, "--lockfile-bin", bin]),
-        }
+        let mut args = match (kind, leases.is_some()) {
+            (Kind::Library, false) => vec!["worker", "--slot", &s],
+            (Kind::Run, false) => vec!["driver", "--slot", &s, "--lockfile-bin", bin],
+            (Kind::Library, true) => vec!["lease-worker", "--slot", &s],
+            (Kind::Run, true) => vec!["lease-driver", "--slot", &s, "--lockfile-bin", bin],
+        };
+        args.extend(lease_args.iter().map(String::as_str));
+        spawn_role(&args)
     };
     let mut workers = Vec::new();
     for slot in 0..cfg.workers as usize {
@@ -143,7 +170,14 @@ fn run(cfg: RunConfig) -> Result<bool> {
             break;
         }
         if cfg.kill_every > 0 && Instant::now() >= next_kill {
-            strike(board, &mut workers, &mut rng, &mut chaos, &spawn_worker)?;
+            strike(
+                leases.is_some(),
+                board,
+                &mut workers,
+                &mut rng,
+                &mut chaos,
+                &spawn_worker,
+            )?;
             next_kill = Instant::now() + kill_every;
         }
         std::thread::sleep(Duration::from_micros(500));
@@ -185,15 +219,39 @@ fn run(cfg: RunConfig) -> Result<bool> {
             hung.join(", ")
         );
         for k in 0..cfg.locks {
-            eprintln!(
-                "  {}: {:?}",
-                layout.lock(k).display(),
-                lockfile::inspect(layout.lock(k))
-            );
+            match &leases {
+                None => eprintln!(
+                    "  {}: {:?}",
+                    layout.lock(k).display(),
+                    lockfile::inspect(layout.lock(k))
+                ),
+                Some(l) => match l.engine() {
+                    Ok(engine) => {
+                        eprintln!("  {}", crate::lease::worker::inspected(engine.as_ref(), k))
+                    }
+                    Err(e) => eprintln!("  {e:#}"),
+                },
+            }
         }
     }
 
-    let summary = Summary::gather(board, &chaos, elapsed, failed_exits + hung.len() as u64);
+    let lease_run = match &leases {
+        None => None,
+        Some(l) => Some(LeaseRun {
+            server: l.server_kind(),
+            ttl: l.ttl,
+            logs: (0..cfg.locks)
+                .map(|k| crate::detector::logged_tokens(&layout.detector(k)))
+                .collect::<Result<_>>()?,
+        }),
+    };
+    let summary = Summary::gather(
+        board,
+        &chaos,
+        elapsed,
+        failed_exits + hung.len() as u64,
+        lease_run,
+    );
     summary.print();
     if cfg.dir.is_some() {
         println!("run directory kept: {}", dir.display());

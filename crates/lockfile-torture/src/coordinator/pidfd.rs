@@ -37,3 +37,14 @@ pub(super) fn kill_and_wait(pidfd: &OwnedFd) -> Result<()> {
         }
     }
 }
+
+/// SIGKILLs the process group `pgid` (gone already is fine).
+pub(super) fn kill_group(pgid: u32) -> Result<()> {
+    let Some(pid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) else {
+        return Ok(());
+    };
+    match rustix::process::kill_process_group(pid, Signal::KILL) {
+        Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+        Err(e) => Err(e).context("kill a process group"),
+    }
+}

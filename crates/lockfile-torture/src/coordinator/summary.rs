@@ -7,6 +7,33 @@ use std::time::Duration;
 use super::chaos::Chaos;
 use crate::board::Board;
 
+/// What a lease run measures beyond a lock-file run.
+#[derive(Debug)]
+pub(super) struct LeaseRun {
+    /// The server's kind, for the summary.
+    pub(super) server: &'static str,
+    pub(super) ttl: Duration,
+    /// Every detector's fencing log, read after the run.
+    pub(super) logs: Vec<Vec<u64>>,
+}
+
+/// The figures only a lease run has.
+#[derive(Debug)]
+struct LeaseFigures {
+    server: &'static str,
+    ttl: Duration,
+    groups_killed: u64,
+    tokens_logged: u64,
+    /// Tokens not larger than the one before them in a detector's log, read
+    /// after the run.
+    log_inversions: u64,
+    /// The same, as the sections saw them when they wrote the log.
+    inversions_seen: u64,
+    leases_lost: u64,
+    /// A killed wrapper's lease stands until its TTL runs out.
+    takeover_wrapper: Vec<u64>,
+}
+
 /// The figures of a run.
 #[derive(Debug)]
 pub(super) struct Summary {
@@ -16,7 +43,7 @@ pub(super) struct Summary {
     holders_killed: u64,
     library_killed: usize,
     sections_killed: usize,
-    wrappers_killed: u64,
+    wrappers_killed: usize,
     waiters_killed: u64,
     missed: u64,
     reaped: u64,
@@ -35,6 +62,7 @@ pub(super) struct Summary {
     recovery_library: Vec<u64>,
     recovery_section: Vec<u64>,
     errors: u64,
+    lease: Option<LeaseFigures>,
 }
 
 impl Summary {
@@ -43,6 +71,7 @@ impl Summary {
         chaos: &Chaos,
         elapsed: Duration,
         failed_exits: u64,
+        lease: Option<LeaseRun>,
     ) -> Summary {
         let log = board.acquisitions();
         let recovery = |deaths: &[(u32, u64)]| -> Vec<u64> {
@@ -66,6 +95,20 @@ impl Summary {
         let recovery_section = recovery(&chaos.section_deaths);
         let mut recovery_all = [recovery_library.clone(), recovery_section.clone()].concat();
         recovery_all.sort_unstable();
+        let lease = lease.map(|run| LeaseFigures {
+            server: run.server,
+            ttl: run.ttl,
+            groups_killed: chaos.groups_killed,
+            tokens_logged: run.logs.iter().map(|l| l.len() as u64).sum(),
+            log_inversions: run
+                .logs
+                .iter()
+                .map(|l| crate::detector::inversions(l))
+                .sum(),
+            inversions_seen: board.fencing_inversions.load(SeqCst),
+            leases_lost: board.leases_lost.load(SeqCst),
+            takeover_wrapper: recovery(&chaos.wrapper_deaths),
+        });
         Summary {
             elapsed,
             sections: board.sections(),
@@ -73,7 +116,7 @@ impl Summary {
             holders_killed: chaos.holders_killed(),
             library_killed: chaos.library_deaths.len(),
             sections_killed: chaos.section_deaths.len(),
-            wrappers_killed: chaos.wrappers_killed,
+            wrappers_killed: chaos.wrapper_deaths.len(),
             waiters_killed: chaos.waiters_killed,
             missed: chaos.missed,
             reaped: board.reaped.load(SeqCst),
@@ -92,6 +135,7 @@ impl Summary {
             recovery_library,
             recovery_section,
             errors: board.errors.load(SeqCst) + failed_exits,
+            lease,
         }
     }
 
@@ -103,9 +147,97 @@ impl Summary {
             && self.unlinked_while_held == 0
             && self.probe_contradictions == 0
             && self.stale_while_owner_alive == 0
+            && self
+                .lease
+                .as_ref()
+                .is_none_or(|l| l.log_inversions == 0 && l.inversions_seen == 0)
     }
 
     pub(super) fn print(&self) {
+        match &self.lease {
+            None => self.print_locks(),
+            Some(lease) => self.print_leases(lease),
+        }
+    }
+
+    fn print_leases(&self, lease: &LeaseFigures) {
+        let ttl = lease.ttl.as_secs_f64();
+        let stats = |v: &[u64]| match v {
+            [] => "n/a".to_owned(),
+            _ => {
+                let (median, max) = (v[(v.len() - 1) / 2], *v.last().unwrap());
+                let s = |ns: u64| ns as f64 / 1e9;
+                format!(
+                    "median {:.3} s, max {:.3} s (n={}; TTL {ttl} s: median {:.2} TTL, max {:.2} TTL)",
+                    s(median),
+                    s(max),
+                    v.len(),
+                    s(median) / ttl,
+                    s(max) / ttl
+                )
+            }
+        };
+        println!(
+            "server                                     {} (lease TTL {ttl} s)",
+            lease.server
+        );
+        println!(
+            "elapsed                                    {:.1} s",
+            self.elapsed.as_secs_f64()
+        );
+        println!(
+            "critical sections completed                {}",
+            self.sections
+        );
+        println!(
+            "acquisitions                               {}",
+            self.acquisitions
+        );
+        println!(
+            "holders killed (SIGKILL)                   {}  (library holders {}, `lockfile run` commands {}, `lockfile run` wrappers while their command ran {}, {} of them with their process group)",
+            self.holders_killed,
+            self.library_killed,
+            self.sections_killed,
+            self.wrappers_killed,
+            lease.groups_killed
+        );
+        println!(
+            "other kills                                {} waiting workers, {} just after leaving their section",
+            self.waiters_killed, self.missed
+        );
+        println!(
+            "overlaps                                   {}  ({} detector checks waited for an exiting holder)",
+            self.overlaps, self.detector_waits
+        );
+        println!(
+            "fencing tokens out of order                {}  (of {} tokens in the detectors' logs; {} seen by the sections)",
+            lease.log_inversions, lease.tokens_logged, lease.inversions_seen
+        );
+        println!(
+            "sections that outlived their lease         {}",
+            lease.leases_lost
+        );
+        println!("holder death -> next holder of its lease");
+        println!(
+            "  after a library holder's death (expiry)  {}",
+            stats(&self.recovery_library)
+        );
+        println!(
+            "  after a `lockfile run` wrapper's death   {}",
+            stats(&lease.takeover_wrapper)
+        );
+        println!(
+            "  after a `lockfile run` command's death   {}",
+            stats(&self.recovery_section)
+        );
+        println!("unexpected errors                          {}", self.errors);
+        println!(
+            "result                                     {}",
+            if self.passed() { "PASS" } else { "FAIL" }
+        );
+    }
+
+    fn print_locks(&self) {
         let ms = |ns: u64| format!("{:.2} ms", ns as f64 / 1e6);
         let stats = |v: &[u64]| match v {
             [] => "n/a".to_owned(),

@@ -8,78 +8,38 @@ mod common;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../lockfile-etcd/tests/common/proxy.rs"]
 mod proxy;
+/// The etcd crate's test server.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../lockfile-etcd/tests/common/server.rs"]
+mod server;
 
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use common::prometheus::{NodeExporter, promtool_accepts, samples, value};
-use common::{Background, BoundedOutput, LOOP, code, lockfile, signal, stderr};
+use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr};
 use proxy::Proxy;
 
 /// A single-member etcd of this test's own, killed when dropped.
 struct Etcd {
-    _dir: tempfile::TempDir,
-    process: Child,
+    server: server::Etcd,
     endpoint: String,
 }
 
 impl Etcd {
+    /// Starts it, ready when our own inspect gets an answer.
     fn start() -> Etcd {
-        let binary = ["/usr/bin/etcd", "/usr/local/bin/etcd"]
-            .into_iter()
-            .map(PathBuf::from)
-            .chain(std::env::var_os("PATH").into_iter().flat_map(|p| {
-                std::env::split_paths(&p)
-                    .map(|d| d.join("etcd"))
-                    .collect::<Vec<_>>()
-            }))
-            .find(|p| p.is_file())
-            .expect("these tests need a real etcd server: install it (Debian: apt-get install etcd-server)");
-        let port = || {
-            TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let (client, peer) = (
-            format!("http://127.0.0.1:{}", port()),
-            format!("http://127.0.0.1:{}", port()),
-        );
-        let log = std::fs::File::create(dir.path().join("etcd.log")).unwrap();
-        let process = Command::new(binary)
-            .arg("--name=t")
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=t={peer}"))
-            .arg("--log-level=warn")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start etcd");
-        let etcd = Etcd {
-            _dir: dir,
-            process,
-            endpoint: client,
-        };
-        // Ready when our own inspect gets an answer.
-        let started = Instant::now();
-        while code(&etcd.inspect(&["probe"])) != 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "etcd did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        etcd
+        let server = server::Etcd::start_until(|endpoint| {
+            let probe = lockfile()
+                .args(["inspect", "--json", "--etcd", endpoint, "probe"])
+                .bounded_output();
+            code(&probe) == 0
+        });
+        let endpoint = server.endpoint();
+        Etcd { server, endpoint }
     }
 
     fn inspect(&self, args: &[&str]) -> Output {
@@ -87,17 +47,6 @@ impl Etcd {
             .args(["inspect", "--json", "--etcd", &self.endpoint])
             .args(args)
             .bounded_output()
-    }
-
-    fn signal(&self, sig: &str) {
-        signal(self.process.id(), sig);
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
     }
 }
 
@@ -219,9 +168,9 @@ fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
     assert_eq!(ready, "ready");
     // Freeze etcd past the TTL: renewals fail, the deadline approaches, the
     // command gets SIGTERM a third of a TTL before it.
-    etcd.signal("STOP");
+    etcd.server.pause();
     let (status, err) = wrapper.wait();
-    etcd.signal("CONT");
+    etcd.server.resume();
     assert_eq!(status, 79, "{err}");
     assert!(err.contains("sending SIGTERM"), "{err}");
     assert!(err.contains("stopped"), "the command saw SIGTERM: {err}");
@@ -251,10 +200,10 @@ fn a_command_that_ignores_sigterm_is_killed_by_the_deadline() {
         &format!("trap '' TERM; echo $$; {LOOP}"),
     );
     let pid: u32 = pid.parse().unwrap();
-    etcd.signal("STOP");
+    etcd.server.pause();
     let (status, err) = wrapper.wait();
     assert!(!alive(pid), "the command was killed");
-    etcd.signal("CONT");
+    etcd.server.resume();
     assert_eq!(status, 79, "{err}");
     assert!(err.contains("sending SIGKILL"), "{err}");
 }
@@ -287,9 +236,9 @@ fn a_lapsing_lease_stops_everything_the_command_started() {
         start(&etcd, &["--ttl", "2"], "family", "sleep 60 & echo $!; wait");
     let background: u32 = background.parse().unwrap();
     assert!(alive(background));
-    etcd.signal("STOP");
+    etcd.server.pause();
     let (status, err) = wrapper.wait();
-    etcd.signal("CONT");
+    etcd.server.resume();
     assert_eq!(status, 79, "{err}");
     assert!(
         !alive(background),
@@ -590,7 +539,7 @@ fn a_run_stopped_for_its_lease_is_recorded_lease_lost() {
         &format!("trap 'exit 0' TERM; echo ready; {LOOP}"),
     );
     assert_eq!(ready, "ready");
-    etcd.signal("STOP");
+    etcd.server.pause();
     // SIGTERM comes a third of a TTL before the deadline: etcd is back in
     // time for the history to be written.
     let started = Instant::now();
@@ -602,7 +551,7 @@ fn a_run_stopped_for_its_lease_is_recorded_lease_lost() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    etcd.signal("CONT");
+    etcd.server.resume();
     let (status, err) = wrapper.wait();
     assert_eq!(status, 79, "{err}");
     let run = last_run(&etcd, "lapsing");
@@ -703,7 +652,7 @@ fn a_lapsing_lease_kills_a_command_the_maximum_runtime_is_stopping() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    etcd.signal("STOP");
+    etcd.server.pause();
     // SIGKILL is promised for before the deadline: etcd is back in time for
     // the history to be written.
     while !wrapper.stderr_so_far().contains("get SIGKILL before then") {
@@ -714,7 +663,7 @@ fn a_lapsing_lease_kills_a_command_the_maximum_runtime_is_stopping() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    etcd.signal("CONT");
+    etcd.server.resume();
     // Without the lease's policy, nothing would kill it for an hour.
     let (status, err) = wrapper.wait();
     assert_eq!(status, 79, "{err}");

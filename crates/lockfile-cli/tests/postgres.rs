@@ -582,7 +582,7 @@ fn stop_outside_a_write(pgid: u32, writer: u32, store: &FencedStore) {
     loop {
         common::signal_group(pgid, "STOP");
         // kill(2) may return before the target is off its CPU.
-        wait_until("the writer to stop", || common::stopped(writer));
+        wait_until("the writer to stop", || common::stopped::stopped(writer));
         if !store.busy().unwrap() {
             return;
         }

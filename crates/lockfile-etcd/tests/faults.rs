@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::proxy::Proxy;
+use common::stopped::stopped;
 use common::{Etcd, mono_ns, secs, to_mono};
 use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, Step};
@@ -61,24 +62,6 @@ fn expect_lost(holder: &mut Holder, limit: Duration) -> Lost {
         },
         _ => unreachable!(),
     }
-}
-
-/// Whether every thread of `pid` has stopped, as their /proc/PID/task/TID/stat
-/// say: a process's own stat shows only its main thread, which may stop
-/// before another thread does.
-fn stopped(pid: rustix::process::Pid) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", pid.as_raw_nonzero())) else {
-        return false;
-    };
-    tasks.flatten().all(|task| {
-        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
-            stat.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('T')
-        })
-    })
 }
 
 /// SIGKILL the holder: another process, already waiting, acquires within
@@ -134,7 +117,7 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off() {
         let at = mono_ns() as i64;
         holder.signal(Signal::STOP);
         // kill(2) may return before the holder is off its CPU.
-        while !stopped(holder.pid()) {
+        while !stopped(holder.pid().as_raw_nonzero().get() as u32) {
             std::thread::sleep(Duration::from_millis(1));
         }
         if !store.busy().unwrap() {

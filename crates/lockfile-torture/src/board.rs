@@ -261,6 +261,32 @@ impl Rng {
     }
 }
 
+/// What a worker process starts from: the run's board and layout, its own
+/// slot, and the run's numbers of locks and of rounds.
+pub(crate) struct Seat {
+    pub(crate) board: &'static Board,
+    pub(crate) layout: Layout,
+    pub(crate) slot: &'static Slot,
+    pub(crate) locks: u32,
+    pub(crate) rounds: u64,
+}
+
+impl Seat {
+    /// The seat of slot `index` in the run in `dir`.
+    pub(crate) fn open(dir: &Path, index: usize) -> Result<Seat> {
+        let board = Board::open(dir)?;
+        Ok(Seat {
+            board,
+            layout: Layout {
+                dir: dir.to_path_buf(),
+            },
+            slot: board.slot(index),
+            locks: board.locks.load(SeqCst),
+            rounds: board.rounds.load(SeqCst),
+        })
+    }
+}
+
 /// The layout of a run's directory.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {

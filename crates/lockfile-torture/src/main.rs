@@ -19,6 +19,7 @@ mod detector;
 mod lease;
 mod watchers;
 mod worker;
+mod wrapper;
 
 use std::path::PathBuf;
 

@@ -4,40 +4,35 @@
 //! The detector (the `detector` module): every critical section takes it.
 
 use std::fs::File;
-use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use lockfile::{LockGuard, LockOptions};
 use rustix::fs::FlockOperation;
-use rustix::process::{WaitOptions, WaitStatus};
 
-use crate::board::{Board, Layout, Rng, Slot, now_ns, state};
+use crate::board::{Board, Rng, Seat, Slot, now_ns, state};
 use crate::detector::{open_detector, take_detector};
-
-/// The status of most sections under `lockfile run`: a job that "failed".
-/// `lockfile run` records a success when its command exits 0, later holders
-/// carry it, and reap keeps a stale file that carries one (the silence alarm
-/// needs it), so sections that all succeeded would leave reap nothing to do.
-/// One in eight succeeds.
-pub(crate) const SECTION_FAILED: i32 = 42;
+use crate::wrapper::{
+    CONTENDED, SECTION_FAILED, SECTION_KILLED, enter_section, finish_driver, leave_section,
+    report_failure, run_round,
+};
 
 /// A library worker: `rounds` critical sections, mixing `try_acquire`, timed
 /// and blocking waits, some releases unlinking the file. Restarted by the
 /// coordinator after a SIGKILL, it carries on from the slot's count.
 pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
-    let board = Board::open(dir)?;
-    let layout = Layout {
-        dir: dir.to_path_buf(),
-    };
-    let slot = board.slot(index);
-    let locks = board.locks.load(SeqCst);
-    let rounds = board.rounds.load(SeqCst);
+    let Seat {
+        board,
+        layout,
+        slot,
+        locks,
+        rounds,
+    } = Seat::open(dir, index)?;
     let detectors: Vec<File> = (0..locks)
         .map(|k| open_detector(&layout.detector(k)))
         .collect::<Result<_>>()?;
@@ -203,19 +198,15 @@ fn check_record(board: &Board, index: usize, fd: std::os::fd::BorrowedFd<'_>, to
 }
 
 /// A worker that takes the lock through `lockfile run`, whose command is
-/// `lockfile-torture section ...`.
-///
-/// It is a subreaper: when the chaos loop kills a wrapper, the wrapper's
-/// command (which still holds the lock) becomes our child, and we wait for it
-/// before we exit.
+/// `lockfile-torture section ...` (see the `wrapper` module).
 pub(crate) fn run_driver(dir: &Path, index: usize, lockfile_bin: &Path) -> Result<i32> {
-    let board = Board::open(dir)?;
-    let layout = Layout {
-        dir: dir.to_path_buf(),
-    };
-    let slot = board.slot(index);
-    let locks = board.locks.load(SeqCst);
-    let rounds = board.rounds.load(SeqCst);
+    let Seat {
+        board,
+        layout,
+        slot,
+        locks,
+        rounds,
+    } = Seat::open(dir, index)?;
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     let me = std::env::current_exe()?;
     let mut rng = Rng::new(1000 + index as u64);
@@ -252,84 +243,33 @@ pub(crate) fn run_driver(dir: &Path, index: usize, lockfile_bin: &Path) -> Resul
         .args(["--slot", &index.to_string()])
         .args(["--lock", &k.to_string()])
         .args(["--round", &round.to_string()]);
-        // A fresh file each time: an orphaned command of an earlier round may
-        // still write to the previous one.
-        let _ = std::fs::remove_file(&stderr_path);
-        let stderr = File::create(&stderr_path)?;
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr));
-        slot.state.store(state::WAITING, SeqCst);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawn {}", lockfile_bin.display()))?;
-        let wrapper = child.id();
-        slot.wrapper_round.store(round, SeqCst);
-        slot.wrapper_pid.store(wrapper, SeqCst);
-        let status = wait_for(wrapper)?;
-        slot.wrapper_pid.store(0, SeqCst);
+        let status = run_round(slot, round, &mut cmd, lockfile_bin, &stderr_path)?;
         match (status.exit_status(), status.terminating_signal()) {
             // Done, or the lock was busy (-n, or -w ran out).
             (Some(0 | SECTION_FAILED), _) => {}
-            (Some(75), _) => std::thread::sleep(Duration::from_micros(rng.below(500))),
-            // The chaos loop killed the section (the wrapper reports 128+9),
-            // or the wrapper itself.
-            (Some(137), _) | (None, Some(9)) => {}
-            (code, sig) => {
-                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                board.error(format_args!(
-                    "driver {index}: `lockfile run` ended with status {code:?}, signal {sig:?}: {}",
-                    stderr.trim()
-                ));
+            (Some(CONTENDED), _) => std::thread::sleep(Duration::from_micros(rng.below(500))),
+            // The chaos loop killed the section, or the wrapper itself.
+            (Some(SECTION_KILLED), _) | (None, Some(9)) => {}
+            _ => {
+                report_failure(board, index, status, &stderr_path);
                 failed = true;
                 break;
             }
         }
     }
-    // Orphaned sections of killed wrappers are ours now: wait for them.
-    while let Some((_, _)) = rustix::process::wait(WaitOptions::empty()).ok().flatten() {}
-    slot.state.store(state::FINISHED, SeqCst);
-    Ok(if failed { 3 } else { 0 })
-}
-
-/// Waits for `pid`, reaping any orphan that exits meanwhile.
-pub(crate) fn wait_for(pid: u32) -> Result<WaitStatus> {
-    loop {
-        match rustix::process::wait(WaitOptions::empty()) {
-            Ok(Some((p, status))) if p.as_raw_nonzero().get() as u32 == pid => return Ok(status),
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(io::Error::from(e)).context("wait for `lockfile run`"),
-        }
-    }
+    Ok(finish_driver(slot, failed))
 }
 
 /// The critical section under `lockfile run`: runs with the lock inherited
 /// from the wrapper, and takes the detector itself.
 pub(crate) fn section(dir: &Path, index: usize, k: u32, round: u32) -> Result<i32> {
-    let entered = now_ns();
-    let board = Board::open(dir)?;
-    board.log_acquisition(k, entered);
-    let layout = Layout {
-        dir: dir.to_path_buf(),
-    };
-    let slot = board.slot(index);
-    slot.section_round.store(round, SeqCst);
-    slot.lock.store(k, SeqCst);
-    slot.pid.store(std::process::id(), SeqCst);
-    slot.state.store(state::HOLDING, SeqCst);
-
+    let (board, layout) = enter_section(dir, index, k, round)?;
     let path = layout.lock(k);
     let detector = open_detector(&layout.detector(k))?;
     take_detector(board, index, k, &detector, &|| inspected(&path));
     check_inherited(board, index, &path)?;
     let mut rng = Rng::new(2000 + index as u64);
-    let hold = board.hold_us.load(SeqCst);
-    std::thread::sleep(Duration::from_micros(rng.below(hold + 1)));
-    slot.done.fetch_add(1, SeqCst);
-    slot.state.store(state::RELEASING, SeqCst);
-    // The detector is released when this process exits, with the lock.
-    Ok(if rng.below(8) == 0 { 0 } else { SECTION_FAILED })
+    Ok(leave_section(board, index, &mut rng))
 }
 
 /// What a section under `lockfile run` must see: a descriptor of the file the

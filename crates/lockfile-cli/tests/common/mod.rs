@@ -4,6 +4,10 @@
 
 pub(crate) mod fenced;
 pub(crate) mod prometheus;
+/// Whether a process has stopped: the etcd crate's (std only).
+#[allow(unreachable_pub)]
+#[path = "../../../lockfile-etcd/tests/common/stopped.rs"]
+pub(crate) mod stopped;
 pub(crate) mod ticks;
 
 use std::fs::File;
@@ -325,24 +329,6 @@ fn bytes(file: &File) -> Vec<u8> {
 /// [`bytes`], as text.
 fn contents(file: &File) -> String {
     String::from_utf8_lossy(&bytes(file)).into_owned()
-}
-
-/// Whether every thread of `pid` has stopped (SIGSTOP), as their
-/// /proc/PID/task/TID/stat say: a process's own stat shows only its main
-/// thread, which may stop before another thread does.
-pub(crate) fn stopped(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().all(|task| {
-        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
-            stat.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('T')
-        })
-    })
 }
 
 /// The processes whose process group is `pgid`.

@@ -7,23 +7,22 @@
 //! signal when only the wrapper is killed) and the lease stands until its
 //! TTL runs out: the next holder's takeover time.
 
-use std::fs::File;
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use rustix::process::WaitOptions;
 
 use super::{Leases, name};
-use crate::board::{Board, Layout, Rng, now_ns, state};
+use crate::board::{Rng, Seat};
 use crate::detector::{log_token, open_detector, take_detector};
-use crate::worker::{SECTION_FAILED, wait_for};
+use crate::wrapper::{
+    CONTENDED, SECTION_FAILED, SECTION_KILLED, enter_section, finish_driver, leave_section,
+    report_failure, run_round,
+};
 
-/// `lockfile run`'s status when the lease is held by someone else.
-const CONTENDED: i32 = 75;
 /// `lockfile run`'s status when it stopped COMMAND because the lease was
 /// lost (or about to be).
 const LEASE_LOST: i32 = 79;
@@ -34,13 +33,13 @@ pub(crate) fn lease_driver(
     lockfile_bin: &Path,
     leases: &Leases,
 ) -> Result<i32> {
-    let board = Board::open(dir)?;
-    let layout = Layout {
-        dir: dir.to_path_buf(),
-    };
-    let slot = board.slot(index);
-    let locks = board.locks.load(SeqCst);
-    let rounds = board.rounds.load(SeqCst);
+    let Seat {
+        board,
+        layout,
+        slot,
+        locks,
+        rounds,
+    } = Seat::open(dir, index)?;
     // The commands of killed wrappers become our children: we reap them.
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
     let me = std::env::current_exe()?;
@@ -79,30 +78,15 @@ pub(crate) fn lease_driver(
             .args(["--slot", &index.to_string()])
             .args(["--lock", &k.to_string()])
             .args(["--round", &round.to_string()]);
-        // A fresh file each time: an orphaned command of an earlier round may
-        // still write to the previous one.
-        let _ = std::fs::remove_file(&stderr_path);
-        let stderr = File::create(&stderr_path)?;
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr))
-            .process_group(0);
-        slot.state.store(state::WAITING, SeqCst);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("spawn {}", lockfile_bin.display()))?;
-        let wrapper = child.id();
-        slot.wrapper_round.store(round, SeqCst);
-        slot.wrapper_pid.store(wrapper, SeqCst);
-        let status = wait_for(wrapper)?;
-        slot.wrapper_pid.store(0, SeqCst);
+        // Its own process group, which the section joins (see above).
+        cmd.process_group(0);
+        let status = run_round(slot, round, &mut cmd, lockfile_bin, &stderr_path)?;
         match (status.exit_status(), status.terminating_signal()) {
             // Done, or the lease was held (-n, or -w ran out).
             (Some(0 | SECTION_FAILED), _) => {}
             (Some(CONTENDED), _) => std::thread::sleep(Duration::from_micros(rng.below(2000))),
-            // The chaos loop killed the section (the wrapper reports 128+9),
-            // or the wrapper itself.
-            (Some(137), _) | (None, Some(9)) => {}
+            // The chaos loop killed the section, or the wrapper itself.
+            (Some(SECTION_KILLED), _) | (None, Some(9)) => {}
             (Some(LEASE_LOST), _) => {
                 board.leases_lost.fetch_add(1, SeqCst);
                 let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
@@ -112,38 +96,20 @@ pub(crate) fn lease_driver(
                     stderr.trim()
                 );
             }
-            (code, sig) => {
-                let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-                board.error(format_args!(
-                    "driver {index}: `lockfile run` ended with status {code:?}, signal {sig:?}: {}",
-                    stderr.trim()
-                ));
+            _ => {
+                report_failure(board, index, status, &stderr_path);
                 failed = true;
                 break;
             }
         }
     }
-    // Orphaned sections of killed wrappers are ours now: wait for them.
-    while let Some((_, _)) = rustix::process::wait(WaitOptions::empty()).ok().flatten() {}
-    slot.state.store(state::FINISHED, SeqCst);
-    Ok(if failed { 3 } else { 0 })
+    Ok(finish_driver(slot, failed))
 }
 
 /// The critical section under `lockfile run`: takes the detector and logs
 /// the fencing token the wrapper passed in LOCKFILE_FENCING_TOKEN.
 pub(crate) fn lease_section(dir: &Path, index: usize, k: u32, round: u32) -> Result<i32> {
-    let entered = now_ns();
-    let board = Board::open(dir)?;
-    board.log_acquisition(k, entered);
-    let layout = Layout {
-        dir: dir.to_path_buf(),
-    };
-    let slot = board.slot(index);
-    slot.section_round.store(round, SeqCst);
-    slot.lock.store(k, SeqCst);
-    slot.pid.store(std::process::id(), SeqCst);
-    slot.state.store(state::HOLDING, SeqCst);
-
+    let (board, layout) = enter_section(dir, index, k, round)?;
     let token: u64 = std::env::var("LOCKFILE_FENCING_TOKEN")
         .context("LOCKFILE_FENCING_TOKEN is not set")?
         .parse()
@@ -154,11 +120,5 @@ pub(crate) fn lease_section(dir: &Path, index: usize, k: u32, round: u32) -> Res
         log_token(board, index, k, &detector, token);
     }
     let mut rng = Rng::new(5000 + index as u64);
-    let hold = board.hold_us.load(SeqCst);
-    std::thread::sleep(Duration::from_micros(rng.below(hold + 1)));
-    slot.done.fetch_add(1, SeqCst);
-    slot.state.store(state::RELEASING, SeqCst);
-    // The detector is released when this process exits, before the wrapper
-    // learns of it and releases the lease.
-    Ok(if rng.below(8) == 0 { 0 } else { SECTION_FAILED })
+    Ok(leave_section(board, index, &mut rng))
 }

@@ -15,18 +15,18 @@ use lockfile_lease::{Engine, Error, LeaseRequest};
 use rustix::fs::FlockOperation;
 
 use super::{Leases, name};
-use crate::board::{Board, Layout, Rng, now_ns, state};
+use crate::board::{Rng, Seat, now_ns, state};
 use crate::detector::{log_token, open_detector, take_detector};
 use crate::worker::sabotaged_section;
 
 pub(crate) fn lease_worker(dir: &Path, index: usize, leases: &Leases) -> Result<i32> {
-    let board = Board::open(dir)?;
-    let layout = Layout {
-        dir: dir.to_path_buf(),
-    };
-    let slot = board.slot(index);
-    let locks = board.locks.load(SeqCst);
-    let rounds = board.rounds.load(SeqCst);
+    let Seat {
+        board,
+        layout,
+        slot,
+        locks,
+        rounds,
+    } = Seat::open(dir, index)?;
     let detectors: Vec<File> = (0..locks)
         .map(|k| open_detector(&layout.detector(k)))
         .collect::<Result<_>>()?;

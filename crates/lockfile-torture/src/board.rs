@@ -52,6 +52,16 @@ pub(crate) struct Slot {
     pub(crate) done: AtomicU64,
 }
 
+impl Slot {
+    /// Shows this process inside its section on lock `k`. `HOLDING` comes
+    /// last: a process found dead in it certainly held lock `k`.
+    pub(crate) fn enter(&self, k: u32) {
+        self.lock.store(k, SeqCst);
+        self.pid.store(std::process::id(), SeqCst);
+        self.state.store(state::HOLDING, SeqCst);
+    }
+}
+
 /// One acquisition: when (CLOCK_MONOTONIC, ns) and which lock (+1, so that
 /// zero means "never written": a process may die between the two stores).
 #[repr(C)]

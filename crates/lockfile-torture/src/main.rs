@@ -140,33 +140,20 @@ enum Role {
     Probe(DirArgs),
     /// A library worker taking leases.
     #[command(hide = true)]
-    LeaseWorker(LeaseSlotArgs),
+    LeaseWorker(LeaseArgs<SlotArgs>),
     /// A worker that takes leases through `lockfile run`.
     #[command(hide = true)]
-    LeaseDriver(LeaseDriverArgs),
+    LeaseDriver(LeaseArgs<DriverArgs>),
     /// The command a lease driver runs under `lockfile run`.
     #[command(hide = true)]
     LeaseSection(SectionArgs),
 }
 
+/// A lease role: its lock-file role's options and the leases'.
 #[derive(Debug, Args)]
-struct LeaseSlotArgs {
-    #[arg(long)]
-    dir: PathBuf,
-    #[arg(long)]
-    slot: usize,
+struct LeaseArgs<T: Args> {
     #[command(flatten)]
-    engine: EngineArgs,
-}
-
-#[derive(Debug, Args)]
-struct LeaseDriverArgs {
-    #[arg(long)]
-    dir: PathBuf,
-    #[arg(long)]
-    slot: usize,
-    #[arg(long)]
-    lockfile_bin: PathBuf,
+    role: T,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -232,10 +219,10 @@ fn main() {
                 Role::Reaper(a) => watchers::reaper(&a.dir, &a.lockfile_bin),
                 Role::Inspector(a) => watchers::inspector(&a.dir, &a.lockfile_bin),
                 Role::Probe(a) => watchers::probe(&a.dir),
-                Role::LeaseWorker(a) => {
-                    leases(&a.engine).and_then(|l| lease::worker::lease_worker(&a.dir, a.slot, &l))
+                Role::LeaseWorker(LeaseArgs { role: a, engine }) => {
+                    leases(&engine).and_then(|l| lease::worker::lease_worker(&a.dir, a.slot, &l))
                 }
-                Role::LeaseDriver(a) => leases(&a.engine)
+                Role::LeaseDriver(LeaseArgs { role: a, engine }) => leases(&engine)
                     .and_then(|l| lease::driver::lease_driver(&a.dir, a.slot, &a.lockfile_bin, &l)),
                 Role::LeaseSection(a) => {
                     lease::driver::lease_section(&a.dir, a.slot, a.lock, a.round)

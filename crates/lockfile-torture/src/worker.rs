@@ -81,9 +81,7 @@ pub(crate) fn library_worker(dir: &Path, index: usize) -> Result<i32> {
             }
         };
         board.log_acquisition(k, now_ns());
-        slot.lock.store(k, SeqCst);
-        slot.pid.store(std::process::id(), SeqCst);
-        slot.state.store(state::HOLDING, SeqCst);
+        slot.enter(k);
 
         let detector = &detectors[k as usize];
         let took_detector = take_detector(board, index, k, detector, &|| inspected(&path));
@@ -123,9 +121,7 @@ pub(crate) fn sabotaged_section(
     rng: &mut Rng,
 ) {
     let slot = board.slot(index);
-    slot.lock.store(k, SeqCst);
-    slot.pid.store(std::process::id(), SeqCst);
-    slot.state.store(state::HOLDING, SeqCst);
+    slot.enter(k);
     let took = take_detector(board, index, k, detector, holder);
     std::thread::sleep(Duration::from_micros(
         rng.below(board.hold_us.load(SeqCst) + 1),

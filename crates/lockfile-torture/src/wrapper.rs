@@ -105,9 +105,7 @@ pub(crate) fn enter_section(
     };
     let slot = board.slot(index);
     slot.section_round.store(round, SeqCst);
-    slot.lock.store(k, SeqCst);
-    slot.pid.store(std::process::id(), SeqCst);
-    slot.state.store(state::HOLDING, SeqCst);
+    slot.enter(k);
     Ok((board, layout))
 }
 

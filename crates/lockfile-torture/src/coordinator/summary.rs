@@ -181,30 +181,7 @@ impl Summary {
             "server                                     {} (lease TTL {ttl} s)",
             lease.server
         );
-        println!(
-            "elapsed                                    {:.1} s",
-            self.elapsed.as_secs_f64()
-        );
-        println!(
-            "critical sections completed                {}",
-            self.sections
-        );
-        println!(
-            "acquisitions                               {}",
-            self.acquisitions
-        );
-        println!(
-            "holders killed (SIGKILL)                   {}  (library holders {}, `lockfile run` commands {}, `lockfile run` wrappers while their command ran {}, {} of them with their process group)",
-            self.holders_killed,
-            self.library_killed,
-            self.sections_killed,
-            self.wrappers_killed,
-            lease.groups_killed
-        );
-        println!(
-            "other kills                                {} waiting workers, {} just after leaving their section",
-            self.waiters_killed, self.missed
-        );
+        self.print_runs(Some(lease.groups_killed));
         println!(
             "overlaps                                   {}  ({} detector checks waited for an exiting holder)",
             self.overlaps, self.detector_waits
@@ -230,11 +207,7 @@ impl Summary {
             "  after a `lockfile run` command's death   {}",
             stats(&self.recovery_section)
         );
-        println!("unexpected errors                          {}", self.errors);
-        println!(
-            "result                                     {}",
-            if self.passed() { "PASS" } else { "FAIL" }
-        );
+        self.print_verdict();
     }
 
     fn print_locks(&self) {
@@ -248,26 +221,7 @@ impl Summary {
                 v.len()
             ),
         };
-        println!(
-            "elapsed                                    {:.1} s",
-            self.elapsed.as_secs_f64()
-        );
-        println!(
-            "critical sections completed                {}",
-            self.sections
-        );
-        println!(
-            "acquisitions                               {}",
-            self.acquisitions
-        );
-        println!(
-            "holders killed (SIGKILL)                   {}  (library holders {}, `lockfile run` commands {}, `lockfile run` wrappers while their command ran {})",
-            self.holders_killed, self.library_killed, self.sections_killed, self.wrappers_killed
-        );
-        println!(
-            "other kills                                {} waiting workers, {} just after leaving their section",
-            self.waiters_killed, self.missed
-        );
+        self.print_runs(None);
         println!(
             "files reaped                               {}  ({} reap passes)",
             self.reaped, self.reap_passes
@@ -304,6 +258,40 @@ impl Summary {
             "  after a `lockfile run` command's death   {}",
             stats(&self.recovery_section)
         );
+        self.print_verdict();
+    }
+
+    /// The lines every run's summary begins with: what ran, and what the
+    /// chaos loop killed (`groups_killed`: of a lease run's wrappers, those
+    /// killed with their process group).
+    fn print_runs(&self, groups_killed: Option<u64>) {
+        println!(
+            "elapsed                                    {:.1} s",
+            self.elapsed.as_secs_f64()
+        );
+        println!(
+            "critical sections completed                {}",
+            self.sections
+        );
+        println!(
+            "acquisitions                               {}",
+            self.acquisitions
+        );
+        let groups = groups_killed
+            .map(|n| format!(", {n} of them with their process group"))
+            .unwrap_or_default();
+        println!(
+            "holders killed (SIGKILL)                   {}  (library holders {}, `lockfile run` commands {}, `lockfile run` wrappers while their command ran {}{groups})",
+            self.holders_killed, self.library_killed, self.sections_killed, self.wrappers_killed
+        );
+        println!(
+            "other kills                                {} waiting workers, {} just after leaving their section",
+            self.waiters_killed, self.missed
+        );
+    }
+
+    /// The lines every run's summary ends with.
+    fn print_verdict(&self) {
         println!("unexpected errors                          {}", self.errors);
         println!(
             "result                                     {}",

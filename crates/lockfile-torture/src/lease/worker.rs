@@ -68,9 +68,7 @@ pub(crate) fn lease_worker(dir: &Path, index: usize, leases: &Leases) -> Result<
             }
         };
         board.log_acquisition(k, now_ns());
-        slot.lock.store(k, SeqCst);
-        slot.pid.store(std::process::id(), SeqCst);
-        slot.state.store(state::HOLDING, SeqCst);
+        slot.enter(k);
 
         let took_detector =
             take_detector(board, index, k, detector, &|| inspected(engine.as_ref(), k));

@@ -60,6 +60,21 @@ impl Run {
         );
     }
 
+    /// Fails the test unless the run passed: it exited 0 (else `failure`
+    /// says what that means), its summary says PASS, and each figure named
+    /// in `zero` is 0.
+    pub fn check_passed(&self, failure: &str, zero: &[&str]) {
+        self.check(self.output.status.code() == Some(0), failure);
+        self.check(
+            self.line("result").contains("PASS"),
+            "the summary does not say PASS",
+        );
+        for label in zero {
+            let n = self.figure(label);
+            self.check(n == 0, format_args!("{label}: {n}"));
+        }
+    }
+
     /// The number that follows `label` at the start of a summary line.
     pub fn figure(&self, label: &str) -> u64 {
         let stdout = self.stdout();
@@ -138,22 +153,14 @@ pub fn lease_torture_passes(engine: &[&str]) {
         "500",
     ]);
     let run = torture(&args);
-    run.check(
-        run.output.status.code() == Some(0),
+    run.check_passed(
         "the lease run failed: an overlap, a fencing token out of order, or an unexpected error",
+        &[
+            "overlaps",
+            "fencing tokens out of order",
+            "unexpected errors",
+        ],
     );
-    run.check(
-        run.line("result").contains("PASS"),
-        "the summary does not say PASS",
-    );
-    for label in [
-        "overlaps",
-        "fencing tokens out of order",
-        "unexpected errors",
-    ] {
-        let n = run.figure(label);
-        run.check(n == 0, format_args!("{label}: {n}"));
-    }
     let sections = run.figure("critical sections completed");
     run.check(sections > 0, "no critical section completed");
     // Every completed section logged its token first; killed ones may have.

@@ -21,6 +21,7 @@ use lockfile_examples::FencedStore;
 use serde_json::Value;
 
 use common::fenced::{Event, Writer};
+use common::stopped::stop_outside_a_write;
 use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
 use pg::{PASSWORD, Postgres};
 use proxy::Proxy;
@@ -575,22 +576,6 @@ fn fenced_writer_entry() {
     common::fenced::write_if_requested();
 }
 
-/// Stops the process group `pgid` (wrapper and COMMAND) at a moment when
-/// `writer` is outside a store write: one stopped inside would keep every
-/// other writer waiting on the store's lock until it continues.
-fn stop_outside_a_write(pgid: u32, writer: u32, store: &FencedStore) {
-    loop {
-        common::signal_group(pgid, "STOP");
-        // kill(2) may return before the target is off its CPU.
-        wait_until("the writer to stop", || common::stopped::stopped(writer));
-        if !store.busy().unwrap() {
-            return;
-        }
-        common::signal_group(pgid, "CONT");
-        std::thread::sleep(Duration::from_millis(3));
-    }
-}
-
 /// The store's history, as what it must be: the first holder's writes,
 /// then, from the new holder's first write on, never a lower token.
 fn assert_fenced(store: &FencedStore, old: u64, new: u64) {
@@ -629,7 +614,14 @@ fn a_run_stopped_past_its_ttl_is_fenced_off_and_exits_79_once_continued() {
         matches!(e, Event::Accepted { .. })
     });
 
-    stop_outside_a_write(wrapper.pid(), a_pid, &store);
+    // The whole process group: wrapper and COMMAND.
+    let pgid = wrapper.pid();
+    stop_outside_a_write(
+        a_pid,
+        &store,
+        || common::signal_group(pgid, "STOP"),
+        || common::signal_group(pgid, "CONT"),
+    );
     let stopped_at = Instant::now();
     let seen = a.events().len();
     let b = Writer::new(&store_path, dir.path().join("b.log")).writes(1);

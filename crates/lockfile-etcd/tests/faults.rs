@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::proxy::Proxy;
-use common::stopped::stopped;
+use common::stopped::stop_outside_a_write;
 use common::{Etcd, mono_ns, secs, to_mono};
 use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, Step};
@@ -111,21 +111,16 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off() {
     });
 
     let store = FencedStore::new(&store_path);
-    // Stopped outside a store write: a holder stopped inside one would keep
-    // the contender's write waiting on the store's lock until SIGCONT.
-    let stopped_at = loop {
-        let at = mono_ns() as i64;
-        holder.signal(Signal::STOP);
-        // kill(2) may return before the holder is off its CPU.
-        while !stopped(holder.pid().as_raw_nonzero().get() as u32) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        if !store.busy().unwrap() {
-            break at;
-        }
-        holder.signal(Signal::CONT);
-        std::thread::sleep(Duration::from_millis(3));
-    };
+    let stopped_at = stop_outside_a_write(
+        holder.pid().as_raw_nonzero().get() as u32,
+        &store,
+        || {
+            let at = mono_ns() as i64;
+            holder.signal(Signal::STOP);
+            at
+        },
+        || holder.signal(Signal::CONT),
+    );
     let contender = etcd
         .options(ttl)
         .timeout(ttl * 4)

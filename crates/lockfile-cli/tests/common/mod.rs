@@ -4,7 +4,7 @@
 
 pub(crate) mod fenced;
 pub(crate) mod prometheus;
-/// Whether a process has stopped: the etcd crate's (std only).
+/// Stopping a holder for a fault test: the etcd crate's.
 #[allow(unreachable_pub)]
 #[path = "../../../lockfile-etcd/tests/common/stopped.rs"]
 pub(crate) mod stopped;

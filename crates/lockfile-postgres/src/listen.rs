@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError, unbounded_channel};
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 use crate::ServerError;
 use crate::conn::Conn;
@@ -138,7 +138,7 @@ async fn open(conn: &Conn, url: &str, limit: Duration) -> Result<Listener, Strin
     let work = async {
         let (client, mut connection) = server
             .config
-            .connect(NoTls)
+            .connect(server.tls.clone())
             .await
             .map_err(|e| format!("connecting to `{shown}`: {}", ServerError::new(e)))?;
         let (tx, names) = unbounded_channel();

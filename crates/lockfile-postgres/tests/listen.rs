@@ -111,6 +111,32 @@ fn a_listening_waiter_wakes_on_the_release_directly_and_through_pgbouncer() {
     }
 }
 
+/// The listener connects as every connection does: over TLS when the URL
+/// says so (here `verify-full` against a server that takes TLS only).
+#[test]
+fn a_listener_over_tls_wakes_on_the_release() {
+    events::capture();
+    let pg = Postgres::start_with_tls("DNS:localhost");
+    let url = format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        pg.url_at("localhost"),
+        pg.root_cert().display()
+    );
+    let name = "over-tls";
+    let holder_engine = engine(&url, TTL);
+    let holder = holder_engine.acquire(name, &request()).unwrap();
+    let mut listening = holder_engine.clone();
+    listening.listen(url.clone());
+    let waiting = waiter(&listening, name);
+    subscribed_and_asked_again(&pg, name);
+    let token = holder.fencing_token();
+    holder.release().unwrap();
+    assert!(waiting.join().unwrap() > token);
+    let event = acquired(name);
+    assert_eq!(event.field("woken_by"), "notification", "{event:?}");
+    assert!(events::of(&key(name), "listen_failed").is_empty());
+}
+
 #[test]
 fn a_killed_listener_falls_back_to_polling_and_still_gets_the_lease() {
     events::capture();

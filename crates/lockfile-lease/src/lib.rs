@@ -32,6 +32,15 @@
 //!   engine only stores it, with a compare-and-set.
 //! - **The report.** [`LeaseReport`], one JSON shape for every engine, with
 //!   findings judged as a lock file's are (`overrunning`, `silent`, …).
+//! - **The lease's thread.** [`Session`](crate::session::Session): the
+//!   thread that takes and renews a lease (every signal blocked, a
+//!   single-threaded runtime), its handshake with the guard, and release on
+//!   drop; [`thread::block_on`] for an engine's blocking calls.
+//! - **The acquire's judgement.** [`Acquiring`](crate::acquiring::Acquiring):
+//!   what each attempt means (a lost race on the run history, a held lease
+//!   refused or waited for, a failure waited out once waiting) and what a
+//!   timeout says of the holder; the engine only makes the attempts and
+//!   waits its own way.
 //! - **Names and errors.** [`check_name`](crate::name::check_name) and one [`Error`] enum naming the
 //!   operation, the key and the server.
 //!

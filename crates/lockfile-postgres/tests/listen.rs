@@ -87,6 +87,24 @@ fn listeners_become(pg: &Postgres, count: &str) -> bool {
     false
 }
 
+/// A holder of `name` through `url` releases while a waiter listening on
+/// `listen` waits: the waiter takes the lease with a larger token, woken by
+/// the notification, and its listener never failed.
+fn woken_by_the_release(pg: &Postgres, url: &str, listen: &str, name: &str) {
+    let holder_engine = engine(url, TTL);
+    let holder = holder_engine.acquire(name, &request()).unwrap();
+    let mut listening = holder_engine.clone();
+    listening.listen(listen.to_owned());
+    let waiting = waiter(&listening, name);
+    subscribed_and_asked_again(pg, name);
+    let token = holder.fencing_token();
+    holder.release().unwrap();
+    assert!(waiting.join().unwrap() > token);
+    let event = acquired(name);
+    assert_eq!(event.field("woken_by"), "notification", "{name}: {event:?}");
+    assert!(events::of(&key(name), "listen_failed").is_empty());
+}
+
 #[test]
 fn a_listening_waiter_wakes_on_the_release_directly_and_through_pgbouncer() {
     events::capture();
@@ -94,18 +112,7 @@ fn a_listening_waiter_wakes_on_the_release_directly_and_through_pgbouncer() {
     // The holder and the waiter's attempts go through the URL; the waiter
     // listens on the server itself.
     for (url, name) in [(pg.url(), "direct"), (pg.bouncer_url(), "pooled")] {
-        let holder_engine = engine(&url, TTL);
-        let holder = holder_engine.acquire(name, &request()).unwrap();
-        let mut listening = holder_engine.clone();
-        listening.listen(pg.url());
-        let waiting = waiter(&listening, name);
-        subscribed_and_asked_again(&pg, name);
-        let token = holder.fencing_token();
-        holder.release().unwrap();
-        assert!(waiting.join().unwrap() > token);
-        let event = acquired(name);
-        assert_eq!(event.field("woken_by"), "notification", "{name}: {event:?}");
-        assert!(events::of(&key(name), "listen_failed").is_empty());
+        woken_by_the_release(&pg, &url, &pg.url(), name);
         // Closed once the lease is held.
         assert!(listeners_become(&pg, "0"), "{name}: the listener stays");
     }
@@ -122,19 +129,7 @@ fn a_listener_over_tls_wakes_on_the_release() {
         pg.url_at("localhost"),
         pg.root_cert().display()
     );
-    let name = "over-tls";
-    let holder_engine = engine(&url, TTL);
-    let holder = holder_engine.acquire(name, &request()).unwrap();
-    let mut listening = holder_engine.clone();
-    listening.listen(url.clone());
-    let waiting = waiter(&listening, name);
-    subscribed_and_asked_again(&pg, name);
-    let token = holder.fencing_token();
-    holder.release().unwrap();
-    assert!(waiting.join().unwrap() > token);
-    let event = acquired(name);
-    assert_eq!(event.field("woken_by"), "notification", "{event:?}");
-    assert!(events::of(&key(name), "listen_failed").is_empty());
+    woken_by_the_release(&pg, &url, &url, "over-tls");
 }
 
 #[test]

@@ -209,31 +209,55 @@ const LISTED_TICKS: usize = 3;
 /// `missed_ticks`, CRITICAL, when the last finished tick is older than the
 /// current tick (the one nearest `now`) minus one period: every tick after
 /// it, up to the one before the current (which may still be running), was
-/// missed.
-fn missed_ticks(schedule: &Schedule, last: Option<SystemTime>, now: SystemTime) -> Option<Verdict> {
+/// missed. Counted, not walked: a last tick decades old costs nothing.
+///
+/// A last tick later than the current one was claimed by a clock ahead of
+/// this one by more than half a period (or forged): it is not believed, so
+/// that a tick dated in 9999 never mutes the alarm; `future_time` says so.
+fn missed_ticks(schedule: &Schedule, last: Option<SystemTime>, now: SystemTime) -> Vec<Verdict> {
     let period = schedule.period();
     let current = schedule.tick_at(now);
-    let due = current.checked_sub(period)?;
     let show = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+    let mut verdicts = Vec::new();
+    let last = match last {
+        Some(last) if last > current => {
+            verdicts.push(Verdict {
+                kind: "future_time",
+                severity: Severity::Warning,
+                message: format!(
+                    "the last finished tick {} lies after the current tick {}: it is not believed",
+                    show(last),
+                    show(current)
+                ),
+            });
+            None
+        }
+        last => last,
+    };
+    // A valid schedule's current tick is well after the epoch.
+    let Some(due) = current.checked_sub(period) else {
+        return verdicts;
+    };
     let message = match last {
         None => format!(
             "no tick has finished yet (once per {}; the last one due was {})",
             humantime::format_duration(period),
             show(due)
         ),
-        Some(last) if last >= due => return None,
+        Some(last) if last >= due => return verdicts,
         Some(last) => {
-            let mut missed = Vec::new();
-            let mut count: u64 = 0;
-            let mut tick = last + period;
-            while tick <= due {
-                if missed.len() < LISTED_TICKS {
-                    missed.push(show(tick));
-                }
-                count += 1;
-                tick += period;
-            }
-            let more = count.saturating_sub(missed.len() as u64);
+            let period_ms = period.as_millis().max(1);
+            let behind = due.duration_since(last).unwrap_or_default().as_millis();
+            // Ticks `last + period`, …, the last one at or before `due`.
+            let count = behind / period_ms;
+            let missed: Vec<String> = (1..=count.min(LISTED_TICKS as u128))
+                .filter_map(|n| {
+                    let n = u32::try_from(n).ok()?;
+                    last.checked_add(period.checked_mul(n)?)
+                })
+                .map(show)
+                .collect();
+            let more = count.saturating_sub(missed.len() as u128);
             let and_more = if more > 0 {
                 format!(" and {more} more")
             } else {
@@ -246,11 +270,12 @@ fn missed_ticks(schedule: &Schedule, last: Option<SystemTime>, now: SystemTime) 
             )
         }
     };
-    Some(Verdict {
+    verdicts.push(Verdict {
         kind: "missed_ticks",
         severity: Severity::Critical,
         message,
-    })
+    });
+    verdicts
 }
 
 fn print_json(status: Status, verdicts: &[Verdict], report: Option<&Subject>, error: Option<&str>) {

@@ -228,6 +228,33 @@ fn an_unreachable_etcd_is_a_clear_error() {
     assert!(stderr(&out).contains("nowhere"), "{}", stderr(&out));
 }
 
+/// A server that accepts connections and never answers: `-w 1` is the
+/// bound of every request of the acquire, not the 5 s request timeout.
+#[test]
+fn a_bounded_wait_bounds_the_requests_to_a_silent_server() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    // Accepted and kept open, never answered, until the test ends.
+    std::thread::spawn(move || {
+        let kept: Vec<_> = listener.incoming().collect();
+        drop(kept);
+    });
+    let out = lockfile()
+        .args(["run", "-w", "1", "--etcd", &endpoint, "silent", "true"])
+        .bounded_output();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 69, "{err}");
+    assert!(err.contains(&endpoint), "names the server: {err}");
+    // The bound the request was given, as the error states it.
+    let within = err
+        .split("no answer within ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .and_then(|bound| humantime::parse_duration(bound.trim()).ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(within <= Duration::from_secs(1), "{err}");
+}
+
 #[test]
 fn a_lapsing_lease_stops_everything_the_command_started() {
     let etcd = Etcd::start();
@@ -1115,6 +1142,41 @@ fn check_once_per_alarms_on_a_lease_that_missed_ticks() {
     assert_eq!(
         (status, verdicts(&json)),
         (2, vec!["missed_ticks".to_owned()]),
+        "{json}"
+    );
+}
+
+/// A host whose clock is 10 years ahead dates its run (etcd keeps no clock
+/// of its own): an honest host's `check` does not believe those times, and
+/// neither the silence alarm nor the missed-tick alarm is muted.
+#[test]
+fn a_run_dated_years_ahead_never_mutes_check_on_a_lease() {
+    common::ticks::require_faketime();
+    let etcd = Etcd::start();
+    let out = std::process::Command::new("env")
+        .args(["FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "+3650d"])
+        .arg(env!("CARGO_BIN_EXE_lockfile"))
+        .args([
+            "run",
+            "--etcd",
+            &etcd.endpoint,
+            "--once-per",
+            "1h",
+            "ahead",
+            "true",
+        ])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let (status, json) = check(&etcd, &["--expect-every", "1h"], "ahead");
+    let kinds = verdicts(&json);
+    assert_eq!(status, 2, "{json}");
+    assert!(kinds.contains(&"never_succeeded".to_owned()), "{json}");
+    assert!(kinds.contains(&"future_time".to_owned()), "{json}");
+    assert!(json["report"]["last_success"].is_null(), "{json}");
+    let (status, json) = check(&etcd, &["--once-per", "1h"], "ahead");
+    assert_eq!(status, 2, "{json}");
+    assert!(
+        verdicts(&json).contains(&"missed_ticks".to_owned()),
         "{json}"
     );
 }

@@ -78,6 +78,56 @@ fn check_alarms_on_missed_ticks() {
 }
 
 #[test]
+fn a_tick_from_the_future_never_mutes_the_missed_tick_alarm() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("forged.lock");
+    let lock = lock.to_str().unwrap();
+    let out = lockfile()
+        .args(["run", "--once-per", "1h", lock, "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // The run's tick moved to 9999, its times left as they were: a clock
+    // far ahead, or a hand, wrote it.
+    let record = std::fs::read_to_string(lock).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    let tick = record["last_run"]["tick"].as_str().unwrap().to_owned();
+    let forged = serde_json::to_string(&record)
+        .unwrap()
+        .replace(&tick, &format!("9999{}", &tick[4..]));
+    std::fs::write(lock, forged).unwrap();
+    let out = lockfile()
+        .args(["check", "--json", "--once-per", "1h", lock])
+        .bounded_output();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = json["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["missed_ticks", "future_time"], "{json}");
+}
+
+#[test]
+fn periods_whose_ticks_no_clock_reaches_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("long.lock");
+    let lock = lock.to_str().unwrap();
+    for period in ["367d", "40000d", "100000d"] {
+        for args in [
+            vec!["check", "--once-per", period, lock],
+            vec!["run", "--once-per", period, lock, "true"],
+        ] {
+            let out = lockfile().args(&args).bounded_output();
+            assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+            assert!(stderr(&out).contains("at most 366d"), "{}", stderr(&out));
+        }
+    }
+    assert!(!std::path::Path::new(lock).exists(), "no run, no file");
+}
+
+#[test]
 fn bad_schedules_and_combinations_are_usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let lock = dir.path().join("x.lock");

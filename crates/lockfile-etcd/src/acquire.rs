@@ -47,8 +47,9 @@ pub(crate) async fn acquire(
     let key = conn.key();
     let mut acquiring = Acquiring::new(key, history.key(), wait);
     let until = acquiring.until();
-    let mut client = conn.connect().await?;
+    let mut client = conn.within(until).connect().await?;
     loop {
+        let (conn, history) = (&conn.within(until), &history.within(until));
         let attempt = attempt(conn, history, &mut client, opts, ttl_secs).await;
         match acquiring.judge(attempt)? {
             Next::Again => continue,

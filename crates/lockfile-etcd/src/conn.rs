@@ -92,6 +92,24 @@ impl Conn {
             .min(until.saturating_duration_since(std::time::Instant::now()))
     }
 
+    /// The same connection, whose calls must also end by `until` (a
+    /// bounded wait's end): `-w 3` against a silent server gives up after
+    /// 3 s, not after the request timeout. Never less than
+    /// a tenth of a second, so that a call started at the deadline is still
+    /// made.
+    pub(crate) fn within(&self, until: Option<std::time::Instant>) -> Conn {
+        const AT_LEAST: Duration = Duration::from_millis(100);
+        match until {
+            Some(until) => Conn {
+                request_timeout: self
+                    .left_until(until)
+                    .max(AT_LEAST.min(self.request_timeout)),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+
     /// Runs one etcd call, bounded by the request timeout.
     pub(crate) async fn call<T>(
         &self,

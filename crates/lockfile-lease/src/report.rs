@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use lockfile::OwnerRecord;
 use lockfile::history::LastRun;
-use lockfile::inspect::{Described, Finding, InspectOptions, Severity};
+use lockfile::inspect::{BelievedHistory, Described, Finding, InspectOptions, Severity, TimeField};
 use lockfile::tick::Claim;
 use serde::{Serialize, Serializer};
 
@@ -70,8 +70,13 @@ pub struct LeaseReport {
     pub history_error: Option<String>,
     /// What is wrong, or worth a look, as judged by
     /// [`judged`](LeaseReport::judged): `aged`, `overrunning` (past the
-    /// maximum runtime the holder recorded), `never_succeeded`, `silent`.
+    /// maximum runtime the holder recorded), `never_succeeded`, `silent`,
+    /// `future_time` (a time in the history or the owner record that no run
+    /// can have written yet: it is not believed).
     pub findings: Vec<Finding>,
+    /// The history's times as read, before [`judged`](LeaseReport::judged)
+    /// left out those it may not believe: each judgement starts from them.
+    read: Box<BelievedHistory>,
 }
 
 /// What an engine read about a held lease, for [`LeaseReport::held`].
@@ -108,6 +113,7 @@ impl LeaseReport {
             last_claimed_tick: None,
             history_error: None,
             findings: Vec::new(),
+            read: Box::default(),
         }
     }
 
@@ -137,6 +143,11 @@ impl LeaseReport {
                 self.last_success = history.last_success_at();
                 self.last_run = history.last_run;
                 self.last_claimed_tick = history.last_claimed_tick;
+                self.read = Box::new(BelievedHistory::new(
+                    self.last_run.clone(),
+                    self.last_success,
+                    self.last_claimed_tick.clone(),
+                ));
             }
             Err(e) => self.history_error = Some(e),
         }
@@ -146,15 +157,28 @@ impl LeaseReport {
     /// The same report with its findings judged by `opts` at `now`, as
     /// lock files are: [`InspectOptions::judge_run`] on the holder's age and
     /// the last success. Replaces any earlier findings.
+    ///
+    /// The history's times, and the holder's acquisition, were dated by
+    /// whichever clock wrote them (a host's, or the server's): one more than
+    /// a minute ahead of `now` is a `future_time` finding and is not
+    /// believed, as in a lock file, so that a run dated years ahead never
+    /// mutes the silence alarm.
     #[must_use]
     pub fn judged(mut self, opts: &InspectOptions, now: SystemTime) -> LeaseReport {
         self.findings.clear();
+        let history =
+            InspectOptions::believed_history((*self.read).clone(), now, &mut self.findings);
+        self.last_run = history.last_run;
+        self.last_success = history.last_success;
+        self.last_claimed_tick = history.last_claimed_tick;
+        let findings = &mut self.findings;
         let held = self
             .owner
             .as_ref()
             .filter(|_| self.state == LeaseState::Held)
+            .filter(|o| InspectOptions::believed(TimeField::Acquired, o.acquired_at, now, findings))
             .map(|o| (o, now.duration_since(o.acquired_at).unwrap_or_default()));
-        opts.judge_run(held, self.last_success, now, &mut self.findings);
+        opts.judge_run(held, self.last_success, now, findings);
         self
     }
 }
@@ -297,5 +321,44 @@ mod tests {
         assert!(report.content_error.is_some());
         let history = report.with_history(Err("denied".to_owned()));
         assert_eq!(history.history_error.as_deref(), Some("denied"));
+    }
+
+    #[test]
+    fn a_history_dated_years_ahead_is_not_believed_and_never_mutes_the_alarm() {
+        use lockfile::history::{Outcome, RunEnd};
+        let now = SystemTime::now();
+        let years = Duration::from_secs(10 * 365 * 86_400);
+        let ahead = History::default().after(
+            RunEnd {
+                outcome: Outcome::Succeeded,
+                exit_code: Some(0),
+                signal: None,
+                started_at: now + years,
+            },
+            None,
+        );
+        // `after` dates the end by this host's clock: a host 10 years ahead.
+        let mut forged = ahead.clone();
+        let mut run = forged.last_run.clone().unwrap();
+        run.finished_at = now + years;
+        forged.last_run = Some(run.clone());
+        forged.last_success = Some(run);
+        let mut opts = InspectOptions::new();
+        opts.expect_every(Duration::from_secs(1));
+        let report = LeaseReport::free("postgres", "nightly", "nightly")
+            .with_history(Ok(Some(forged)))
+            .judged(&opts, now);
+        let kinds: Vec<&str> = report.findings.iter().map(Finding::kind).collect();
+        assert!(kinds.contains(&"future_time"), "{kinds:?}");
+        assert!(kinds.contains(&"never_succeeded"), "{kinds:?}");
+        assert_eq!(report.last_success, None);
+        assert_eq!(report.last_run, None);
+        // Judged again (the engine judges, then the command): the same.
+        let again = report.clone().judged(&opts, now);
+        assert_eq!(again.findings, report.findings);
+        // Once that time has come, it is believed.
+        let later = report.judged(&opts, now + years + Duration::from_secs(1));
+        assert!(later.last_success.is_some());
+        assert!(later.findings.is_empty(), "{:?}", later.findings);
     }
 }

@@ -20,6 +20,12 @@ use crate::{OwnerRecord, rfc3339};
 /// The seconds in a day: a period must divide it, or be whole days.
 const DAY: u64 = 86_400;
 
+/// The longest period, 366 days. Ticks count from the Unix epoch, so a
+/// period of more than twice the time since then has its nearest tick in
+/// 1970 for ever, and any period of decades puts ticks where no clock of a
+/// running host is; a year is the longest any schedule asks for.
+const MAX_PERIOD_DAYS: u64 = 366;
+
 /// A job's schedule: a tick every `period` from the Unix epoch (UTC),
 /// shifted by `offset`.
 ///
@@ -65,6 +71,11 @@ impl Schedule {
             return Err(invalid(format!(
                 "a period of {} neither divides a day nor is a whole number of days (1m, 5m, 15m, 1h, 6h, 1d… do)",
                 humantime::format_duration(period)
+            )));
+        }
+        if secs > MAX_PERIOD_DAYS * DAY {
+            return Err(invalid(format!(
+                "the period must be at most {MAX_PERIOD_DAYS}d: ticks count from 1970, so a longer one has ticks no host's clock reaches"
             )));
         }
         if offset >= period {
@@ -351,6 +362,12 @@ mod tests {
         assert!(Schedule::new(p, Duration::from_secs(59)).is_ok());
         let e = Schedule::new(Duration::from_secs(420), Duration::ZERO).unwrap_err();
         assert!(e.to_string().contains("7m"), "{e}");
+        // Up to a year; `100000d` once claimed the 1970 tick for ever.
+        assert!(ok(366 * 86_400));
+        for days in [367, 40_000, 100_000, u64::MAX / 86_400] {
+            let e = Schedule::new(Duration::from_secs(days * 86_400), Duration::ZERO).unwrap_err();
+            assert!(e.to_string().contains("at most 366d"), "{e}");
+        }
     }
 
     fn run(outcome: Outcome, tick: SystemTime, token: &str) -> LastRun {

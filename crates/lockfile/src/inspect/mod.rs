@@ -18,7 +18,7 @@ pub use finding::{Described, Finding, Severity, Status, TimeField, Undecided};
 pub use health::Unhealthy;
 pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};
-pub use options::InspectOptions;
+pub use options::{BelievedHistory, InspectOptions};
 pub use report::{LockReport, LockState};
 
 // What a report is made of, described where it is defined.

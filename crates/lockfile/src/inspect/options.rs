@@ -2,8 +2,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::finding::Finding;
+use super::finding::{Finding, TimeField};
 use crate::OwnerRecord;
+use crate::history::LastRun;
+use crate::tick::Claim;
 
 /// Thresholds for `inspect`. None is hard-coded; each has a documented default.
 ///
@@ -94,6 +96,55 @@ impl InspectOptions {
         self.silence_findings(last_success, now, findings);
     }
 
+    /// Whether `time`, which a record or a run history carries as `field`,
+    /// is one that can have happened by `now`: not more than a minute ahead
+    /// (clocks that share a lock drift by seconds, not minutes). When it is
+    /// not, a [`Finding::FutureTime`](crate::inspect::Finding::FutureTime) says so, and the
+    /// time must not be believed: a success "0 s ago" for years would mute
+    /// the silence alarm. Lock files and every lease engine judge by it.
+    pub fn believed(
+        field: TimeField,
+        time: SystemTime,
+        now: SystemTime,
+        findings: &mut Vec<Finding>,
+    ) -> bool {
+        match crate::trust::ahead(time, now) {
+            Some(ahead) => {
+                findings.push(Finding::FutureTime { field, time, ahead });
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// What of a run history may be believed at `now`: the last success,
+    /// the last run (when every time it carries is possible) and the last
+    /// claim on a tick (when it was made in the past), with a
+    /// [`Finding::FutureTime`](crate::inspect::Finding::FutureTime) for each impossible time.
+    /// Every impossible time is told, not only the first.
+    pub fn believed_history(
+        history: BelievedHistory,
+        now: SystemTime,
+        findings: &mut Vec<Finding>,
+    ) -> BelievedHistory {
+        let last_success = history
+            .last_success
+            .filter(|&t| Self::believed(TimeField::LastSuccess, t, now, findings));
+        let last_run = history.last_run.filter(|run| {
+            run.times()
+                .map(|t| Self::believed(TimeField::LastRun, t, now, findings))
+                .fold(true, |all, one| all & one)
+        });
+        let last_claimed_tick = history
+            .last_claimed_tick
+            .filter(|c| Self::believed(TimeField::LastClaimedTick, c.claimed_at, now, findings));
+        BelievedHistory {
+            last_run,
+            last_success,
+            last_claimed_tick,
+        }
+    }
+
     pub(super) fn age_findings(
         &self,
         owner: &OwnerRecord,
@@ -137,6 +188,35 @@ impl InspectOptions {
                     });
                 }
             }
+        }
+    }
+}
+
+/// The times of a run history that decisions read: as a record or a lease's
+/// history keeps them, and what [`InspectOptions::believed_history`] leaves of
+/// them.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct BelievedHistory {
+    /// The last finished run.
+    pub last_run: Option<LastRun>,
+    /// When the job last succeeded.
+    pub last_success: Option<SystemTime>,
+    /// The last claim on a tick.
+    pub last_claimed_tick: Option<Claim>,
+}
+
+impl BelievedHistory {
+    /// A history of these times.
+    pub fn new(
+        last_run: Option<LastRun>,
+        last_success: Option<SystemTime>,
+        last_claimed_tick: Option<Claim>,
+    ) -> BelievedHistory {
+        BelievedHistory {
+            last_run,
+            last_success,
+            last_claimed_tick,
         }
     }
 }

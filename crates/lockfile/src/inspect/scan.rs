@@ -35,7 +35,7 @@ use std::time::{Duration, SystemTime};
 
 use super::finding::{Finding, TimeField, Undecided};
 use super::liveness::{Liveness, holder_is_owner, holders, judge_owner};
-use super::options::InspectOptions;
+use super::options::{BelievedHistory, InspectOptions};
 use super::report::{LockReport, LockState};
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
@@ -582,23 +582,21 @@ impl Scan<'_> {
         }
         let trusted = planted.is_none();
         if let Some(doc) = sample.doc {
-            let success = doc
-                .last_success
-                .filter(|&t| self.believed(TimeField::LastSuccess, t, report));
-            // Every impossible time is told, not only the first.
-            let run = doc.last_run.as_deref().filter(|run| {
-                run.times()
-                    .map(|t| self.believed(TimeField::LastRun, t, report))
-                    .fold(true, |all, one| all & one)
-            });
+            let history = InspectOptions::believed_history(
+                BelievedHistory::new(
+                    doc.last_run.as_deref().cloned(),
+                    doc.last_success,
+                    doc.last_claimed_tick.as_deref().cloned(),
+                ),
+                self.now,
+                &mut report.findings,
+            );
             report.released = doc.released;
-            report.last_success = success.filter(|_| trusted);
-            report.last_run = run.filter(|_| trusted).cloned();
-            let claim = doc
-                .last_claimed_tick
-                .as_deref()
-                .filter(|c| self.believed(TimeField::LastClaimedTick, c.claimed_at, report));
-            report.last_claimed_tick = claim.filter(|_| trusted).cloned();
+            if trusted {
+                report.last_success = history.last_success;
+                report.last_run = history.last_run;
+                report.last_claimed_tick = history.last_claimed_tick;
+            }
             // A record that the holders could not have written (they hold
             // the file read-only, or shared) is history, no evidence against
             // them. Nor is a record whose release nobody was to mark, once
@@ -635,15 +633,7 @@ impl Scan<'_> {
 
     /// Whether `time` is possible; a `future_time` finding when it is not.
     fn believed(&self, field: TimeField, time: SystemTime, report: &mut LockReport) -> bool {
-        match trust::ahead(time, self.now) {
-            Some(ahead) => {
-                report
-                    .findings
-                    .push(Finding::FutureTime { field, time, ahead });
-                false
-            }
-            None => true,
-        }
+        InspectOptions::believed(field, time, self.now, &mut report.findings)
     }
 
     /// A `network_filesystem` finding when `file` (on device `dev`) lives on

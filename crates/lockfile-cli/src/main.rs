@@ -71,6 +71,11 @@ use crate::cli::{Cli, Command, LogFormat};
 
 fn main() {
     let argv: Vec<OsString> = std::env::args_os().collect();
+    // The keeper between a lease's wrapper and COMMAND: our own re-exec,
+    // before any parser, so that no help text knows it.
+    if argv.get(1).is_some_and(|arg| arg == run::keeper::ARG) {
+        std::process::exit(run::keeper::main(&argv[2..]));
+    }
     let mut rest = argv.iter().cloned();
     if rest
         .next()

@@ -157,6 +157,15 @@ fn sigkill_of_the_wrapper_kills_the_command_before_a_contender_acquires() {
 }
 
 #[test]
+fn sigkill_of_the_wrapper_kills_the_whole_tree_before_a_second_holder_runs() {
+    let etcd = Etcd::start();
+    common::dead_wrapper::a_killed_wrappers_tree_dies_before_its_lease_lapses(&[
+        "--etcd",
+        &etcd.endpoint,
+    ]);
+}
+
+#[test]
 fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
     let etcd = Etcd::start();
     let (mut wrapper, ready) = start(

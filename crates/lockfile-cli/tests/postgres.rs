@@ -227,6 +227,15 @@ fn sigkill_of_the_wrapper_lets_a_waiting_contender_in_within_the_ttl_and_one_ren
 }
 
 #[test]
+fn sigkill_of_the_wrapper_kills_the_whole_tree_before_a_second_holder_runs() {
+    let pg = server();
+    common::dead_wrapper::a_killed_wrappers_tree_dies_before_its_lease_lapses(&[
+        "--postgres",
+        &pg.url(),
+    ]);
+}
+
+#[test]
 fn a_missing_table_a_bad_password_a_refused_port_and_a_read_only_server_exit_69_in_one_line() {
     let pg = Postgres::start();
     let expect_69 = |url: &str, says: &[&str]| {

@@ -364,6 +364,7 @@ pub mod history;
 mod holder;
 pub mod inspect;
 mod options;
+pub mod process;
 pub mod reap;
 pub mod record;
 mod rfc3339;

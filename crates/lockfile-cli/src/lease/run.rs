@@ -25,10 +25,11 @@ use lockfile_lease::{Error, Lease, LeaseRequest};
 use crate::cli::RunArgs;
 use crate::exit;
 use crate::monitor::Monitor;
-use crate::run::command::{command_line, job_name, spawn};
+use crate::run::command::{command_line, job_name};
+use crate::run::keeper;
 use crate::run::limits::MaxRuntime;
 use crate::run::signals::BlockedSignals;
-use crate::run::supervise::{self, StopSequence};
+use crate::run::supervise::{self, Child, StopSequence};
 use crate::run::tick;
 
 /// Wakes the supervisor the moment the lease is known to be lost. SIGURG,
@@ -121,7 +122,7 @@ fn request(args: &RunArgs, job: String) -> LeaseRequest {
 
 /// How COMMAND ran under the lease.
 struct Ran {
-    status: rustix::process::WaitStatus,
+    status: std::process::ExitStatus,
     /// The stop policy acted on it: the lease lapsed, or was about to.
     stopped: bool,
     /// `--max-runtime` began stopping it.
@@ -163,8 +164,8 @@ fn finish(
             };
             let end = RunEnd {
                 outcome,
-                exit_code: status.exit_status(),
-                signal: status.terminating_signal(),
+                exit_code: status.code(),
+                signal: std::os::unix::process::ExitStatusExt::signal(&status),
                 started_at,
             };
             (end, code)
@@ -239,7 +240,9 @@ fn run_leased(
         ("LOCKFILE_LEASE", guard.name().into()),
     ];
     env.extend(tick::env(guard.claim()));
-    let child = spawn(&signals, program, program_args, &env, true)?;
+    // Through the keeper, which stops the whole tree should we die: nobody
+    // would renew the lease any more.
+    let mut child = Child::Kept(keeper::spawn(&signals, program, program_args, &env)?);
     let max_runtime = MaxRuntime::new(args.max_runtime, Instant::now());
     let job = guard.record().job.clone().unwrap_or_default();
 
@@ -314,8 +317,14 @@ fn run_leased(
         }
         lease_next.map_or(next, |lease_next| lease_next.min(next))
     };
-    let status = supervise::supervise(&signals, child, &mut stop, Instant::now(), &mut on_wake)
-        .map_err(|e| os_error("cannot wait for the command", e))?;
+    let status = supervise::supervise(
+        &signals,
+        &mut child,
+        &mut stop,
+        Instant::now(),
+        &mut on_wake,
+    )
+    .map_err(|e| os_error("cannot wait for the command", e))?;
     if supervise::has_children() {
         // Background processes COMMAND left behind still work under the
         // lease: keep renewing it, and keep the stop policy and the maximum

@@ -55,7 +55,10 @@ pub(crate) fn spawn(
     for (key, value) in env {
         cmd.env(key, value);
     }
-    signals.prepare_child(&mut cmd, die_with_parent);
+    signals.prepare_child(
+        &mut cmd,
+        die_with_parent.then_some(rustix::process::Signal::KILL),
+    );
     let child = cmd.spawn().map_err(|e| {
         let code = match e.kind() {
             io::ErrorKind::NotFound => exit::NOT_FOUND,

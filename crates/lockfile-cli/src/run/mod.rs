@@ -16,10 +16,12 @@ use lockfile::history::{Outcome, RunEnd};
 use lockfile::{Error, LockGuard, LockOptions, OwnerRecord};
 
 pub(crate) mod command;
+pub(crate) mod keeper;
 pub(crate) mod limits;
 pub(crate) mod signals;
 pub(crate) mod supervise;
 pub(crate) mod tick;
+pub(crate) mod tree;
 
 use crate::cli::RunArgs;
 use crate::exit;
@@ -27,7 +29,7 @@ use crate::monitor::Monitor;
 use crate::run::command::{command_line, job_name, spawn};
 use crate::run::limits::{Limit, Limits};
 use crate::run::signals::BlockedSignals;
-use crate::run::supervise::StopSequence;
+use crate::run::supervise::{Child, StopSequence};
 
 /// Runs `args`, its pings through `P`; returns the exit status.
 pub(crate) fn run(args: RunArgs) -> i32 {
@@ -355,7 +357,8 @@ fn run_locked(
     let mut limits = Limits::new(&guard, args);
     let mut stop = StopSequence::new(args.kill_after);
     let first_wake = limits.next_wake();
-    let status = supervise::supervise(&signals, child_pid, &mut stop, first_wake, |stop| {
+    let mut child = Child::Own(child_pid);
+    let status = supervise::supervise(&signals, &mut child, &mut stop, first_wake, |stop| {
         limits.check(&guard, stop)
     })
     .map_err(|e| os_error("cannot wait for the command", e))?;
@@ -391,8 +394,8 @@ fn run_locked(
     };
     let end = RunEnd {
         outcome,
-        exit_code: status.exit_status(),
-        signal: status.terminating_signal(),
+        exit_code: status.code(),
+        signal: std::os::unix::process::ExitStatusExt::signal(&status),
         started_at,
     };
     monitor.finished(outcome, code);

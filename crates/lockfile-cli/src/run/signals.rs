@@ -62,9 +62,9 @@ impl BlockedSignals {
 
     /// Makes `cmd`'s child start COMMAND with the signal mask (and SIGCHLD
     /// disposition) we had before blocking, or COMMAND would ignore SIGTERM
-    /// and friends; with `die_with_parent`, SIGKILLed by the kernel when
-    /// this process dies, for any reason (under a lease, nobody renews it
-    /// any more, so the work must stop).
+    /// and friends; with a `death` signal, sent that signal by the kernel
+    /// when this process dies, for any reason (SIGKILL: under a lease,
+    /// nobody renews it any more, so the work must stop).
     ///
     /// std's child inherits our mask (std resets only SIGPIPE), and std has
     /// no setting for a mask or a parent-death signal: a `pre_exec` step
@@ -73,7 +73,7 @@ impl BlockedSignals {
     /// threads, and calls only async-signal-safe functions; every
     /// disposition it could meet before the exec is a default or SIG_IGN,
     /// never a handler of ours.
-    pub(crate) fn prepare_child(&self, cmd: &mut std::process::Command, die_with_parent: bool) {
+    pub(crate) fn prepare_child(&self, cmd: &mut std::process::Command, death: Option<Signal>) {
         use std::os::unix::process::CommandExt;
         let (old, sigchld_ignored) = (self.old, self.sigchld_ignored);
         let parent = rustix::process::getpid();
@@ -85,8 +85,8 @@ impl BlockedSignals {
                 if sigchld_ignored && libc::signal(libc::SIGCHLD, libc::SIG_IGN) == libc::SIG_ERR {
                     return Err(io::Error::last_os_error());
                 }
-                if die_with_parent {
-                    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+                if death.is_some() {
+                    rustix::process::set_parent_process_death_signal(death)?;
                     // The parent may have died before the setting took.
                     if rustix::process::getppid() != Some(parent) {
                         return Err(io::Error::other("the parent died while spawning"));
@@ -105,6 +105,24 @@ impl BlockedSignals {
         // SAFETY: `self.set` is initialised; pthread_sigmask reads it only.
         unsafe {
             libc::sigaddset(&mut self.set, extra);
+            match libc::pthread_sigmask(libc::SIG_BLOCK, &self.set, std::ptr::null_mut()) {
+                0 => Ok(()),
+                rc => Err(io::Error::from_raw_os_error(rc)),
+            }
+        }
+    }
+
+    /// Also blocks every other signal that can be blocked, so that only
+    /// SIGKILL and SIGSTOP act on this process: the keeper, which must
+    /// outlive whatever reaches its process group (a terminal's SIGQUIT or
+    /// SIGTSTP) to stop the tree when the wrapper dies.
+    pub(crate) fn block_everything(&mut self) -> io::Result<()> {
+        // SAFETY: `self.set` is initialised; sigfillset and sigdelset write
+        // it only, pthread_sigmask reads it only.
+        unsafe {
+            libc::sigfillset(&mut self.set);
+            libc::sigdelset(&mut self.set, libc::SIGKILL);
+            libc::sigdelset(&mut self.set, libc::SIGSTOP);
             match libc::pthread_sigmask(libc::SIG_BLOCK, &self.set, std::ptr::null_mut()) {
                 0 => Ok(()),
                 rc => Err(io::Error::from_raw_os_error(rc)),
@@ -182,18 +200,21 @@ impl ToForward {
     /// leader's exit. A hangup that reaches us as the session leader reached
     /// only us.
     pub(crate) fn forward_to(&self, targets: &[Pid]) {
-        let sig = self.sig;
-        let from_terminal = self.from_kernel
-            && (sig == libc::SIGINT || (sig == libc::SIGHUP && !is_session_leader()));
-        if from_terminal {
-            return;
-        }
-        if let Some(sig) = Signal::from_named_raw(sig) {
+        if let Some(sig) = self.to_send().and_then(Signal::from_named_raw) {
             for &pid in targets {
                 // The target may have exited a moment ago; ESRCH is fine.
                 let _ = rustix::process::kill_process(pid, sig);
             }
         }
+    }
+
+    /// The signal number to pass on, or `None` when the terminal already
+    /// delivered it (see [`ToForward::forward_to`]).
+    pub(crate) fn to_send(&self) -> Option<i32> {
+        let sig = self.sig;
+        let from_terminal = self.from_kernel
+            && (sig == libc::SIGINT || (sig == libc::SIGHUP && !is_session_leader()));
+        (!from_terminal).then_some(sig)
     }
 }
 

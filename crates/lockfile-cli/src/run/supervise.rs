@@ -7,7 +7,8 @@
 //! 1. SIGTERM, then SIGCONT (a stopped process cannot act on SIGTERM), to the
 //!    whole tree: every living descendant, including those that left
 //!    COMMAND's process group or called setsid, since all are our children or
-//!    grandchildren as long as we are a subreaper.
+//!    grandchildren as long as we (or, under a lease, our keeper) are a
+//!    subreaper.
 //! 2. SIGKILL to the tree at the kill deadline (`--kill-after` later, or a
 //!    hard deadline such as the lease's, whichever comes first), and again
 //!    every few milliseconds for anything forked meanwhile.
@@ -18,9 +19,14 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
 
-use crate::run::signals::{BlockedSignals, Received};
+use crate::run::keeper::Keeper;
+use crate::run::signals::{BlockedSignals, Received, ToForward};
+pub(crate) use crate::run::tree::{descendants, has_children};
 
 /// How long survivors of SIGKILL are waited for before they are named and
 /// left the lock.
@@ -117,6 +123,33 @@ impl StopSequence {
     }
 }
 
+/// COMMAND, as the supervision loop waits for it.
+pub(crate) enum Child {
+    /// Our own child (under a file lock): its status is ours to reap.
+    Own(Pid),
+    /// The child of our keeper (under a lease), which reports its status.
+    Kept(Keeper),
+}
+
+impl Child {
+    /// COMMAND's status once it has exited; called on SIGCHLD.
+    fn status(&mut self) -> io::Result<Option<ExitStatus>> {
+        match self {
+            Child::Own(pid) => {
+                Ok(reap_children(*pid)?.map(|status| ExitStatus::from_raw(status.as_raw())))
+            }
+            Child::Kept(keeper) => keeper.status(),
+        }
+    }
+
+    fn forward(&self, sig: &ToForward) {
+        match self {
+            Child::Own(pid) => sig.forward_to(&[*pid]),
+            Child::Kept(keeper) => keeper.forward(sig),
+        }
+    }
+}
+
 /// Waits for `child` to exit, forwarding SIGINT, SIGTERM and SIGHUP to it and
 /// reaping any orphans that were reparented to us (we are a subreaper).
 /// `on_wake` runs when its deadline passes (or a blocked signal that is
@@ -125,21 +158,21 @@ impl StopSequence {
 /// the stop sequence.
 pub(crate) fn supervise(
     signals: &BlockedSignals,
-    child: Pid,
+    child: &mut Child,
     stop: &mut StopSequence,
     mut next_wake: Instant,
     mut on_wake: impl FnMut(&mut StopSequence) -> Instant,
-) -> io::Result<WaitStatus> {
+) -> io::Result<ExitStatus> {
     loop {
         match signals.wait_until(next_wake) {
             Some(Received::ChildExited) => {
-                if let Some(status) = reap_children(child)? {
+                if let Some(status) = child.status()? {
                     return Ok(status);
                 }
             }
             Some(Received::Forwarded(sig)) => {
                 stop.forwarded = true;
-                sig.forward_to(&[child]);
+                child.forward(&sig);
             }
             // The deadline passed, or the caller's wake-up signal came.
             _ => next_wake = on_wake(stop),
@@ -148,9 +181,10 @@ pub(crate) fn supervise(
 }
 
 /// After COMMAND exited: waits until every process it left behind (all
-/// reparented to us, the subreaper) has exited too, forwarding signals to
-/// them and running `on_wake` as [`supervise`] does. Returns false when some
-/// survived the stop sequence's SIGKILL for longer than it waits.
+/// reparented to us, the subreaper, or to our keeper) has exited too,
+/// forwarding signals to them and running `on_wake` as [`supervise`] does.
+/// Returns false when some survived the stop sequence's SIGKILL for longer
+/// than it waits.
 pub(crate) fn supervise_leftovers(
     signals: &BlockedSignals,
     stop: &mut StopSequence,
@@ -171,34 +205,6 @@ pub(crate) fn supervise_leftovers(
         }
     }
     true
-}
-
-/// Every living descendant of this process, read from
-/// `/proc/PID/task/TID/children` down the tree.
-pub(crate) fn descendants() -> Vec<Pid> {
-    let mut found: Vec<Pid> = Vec::new();
-    let mut queue = vec![rustix::process::getpid()];
-    while let Some(parent) = queue.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", parent.as_raw_nonzero())) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
-                continue;
-            };
-            for pid in children
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .filter_map(Pid::from_raw)
-            {
-                if !found.contains(&pid) {
-                    found.push(pid);
-                    queue.push(pid);
-                }
-            }
-        }
-    }
-    found
 }
 
 /// Sends `sig` to every current descendant. Reaping is left to the
@@ -224,18 +230,6 @@ fn reap_children(child: Pid) -> io::Result<Option<WaitStatus>> {
     }
 }
 
-/// Whether any child (an orphaned descendant of COMMAND) is still alive,
-/// reaping those that already exited.
-pub(crate) fn has_children() -> bool {
-    loop {
-        match rustix::process::wait(WaitOptions::NOHANG) {
-            Ok(Some(_)) | Err(rustix::io::Errno::INTR) => {}
-            Ok(None) => return true,
-            Err(_) => return false,
-        }
-    }
-}
-
 /// Makes every orphan among COMMAND's descendants our child rather than
 /// init's, so that `has_children` and `descendants` see it.
 pub(crate) fn become_subreaper() -> io::Result<()> {
@@ -250,9 +244,9 @@ pub(crate) fn after(d: Duration) -> Instant {
 }
 
 /// The shell's convention: the exit code, or 128 + the signal number.
-pub(crate) fn exit_code(status: WaitStatus) -> i32 {
+pub(crate) fn exit_code(status: ExitStatus) -> i32 {
     status
-        .exit_status()
-        .or_else(|| status.terminating_signal().map(|s| 128 + s))
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(crate::exit::OS_ERROR)
 }

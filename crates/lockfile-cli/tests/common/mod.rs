@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod dead_wrapper;
 pub(crate) mod fenced;
 pub(crate) mod prometheus;
 /// Stopping a holder for a fault test: the etcd crate's.

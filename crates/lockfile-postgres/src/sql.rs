@@ -58,7 +58,8 @@ pub(crate) struct Statements {
     /// Every row: name, history JSON.
     pub(crate) history_all: String,
     /// $1 name, $2 history JSON, $3 last run JSON, $4 host, $5 pid, $6
-    /// owner token, $7 fencing token. A row when the name had no history.
+    /// owner token, $7 fencing token. A row (the last run as stored, dated
+    /// by the server) when the name had no history.
     pub(crate) history_create: String,
     /// As `history_create`, and $8 the version read. A row when the
     /// version was still that one.
@@ -91,6 +92,11 @@ const MINUS: &str = "OPERATOR(pg_catalog.-)";
 const TIMES: &str = "OPERATOR(pg_catalog.*)";
 /// A field of a JSON object, as text.
 const FIELD: &str = "OPERATOR(pg_catalog.->>)";
+/// A field of a JSON object, as JSON.
+const GET: &str = "OPERATOR(pg_catalog.->)";
+/// Two JSON objects merged, the right one's fields winning.
+const CONCAT: &str = "OPERATOR(pg_catalog.||)";
+const SECOND: &str = "'1 second'::pg_catalog.interval";
 const MILLISECOND: &str = "'1 millisecond'::pg_catalog.interval";
 const DAY: &str = "'1 day'::pg_catalog.interval";
 
@@ -161,33 +167,61 @@ SELECT r.fencing_token, pg_catalog.pg_notify({}, r.name)::pg_catalog.text FROM r
         let history_all =
             format!("SELECT name, record::pg_catalog.text FROM {s}.history ORDER BY name");
         // The run goes into `runs` only if the head moved; old runs of the
-        // name go at the same time.
+        // name go at the same time. The times that later decisions read are
+        // the server's, never the host's (whose clock may be off by any
+        // amount): the run finished at this statement's time, and started
+        // its measured duration before that; the failure time and the last
+        // success are rewritten when this run set them (they are then the
+        // host's finish, and the host's run, exactly).
         let runs = |head: &str| {
+            let finished = stamp("g.at");
+            let started = stamp(&format!(
+                "(g.at {MINUS} ((g.r {FIELD} 'duration_seconds')::pg_catalog.float8 {TIMES} {SECOND}))"
+            ));
             format!(
                 "{CFG},
+given AS (SELECT $3::pg_catalog.jsonb AS r, {NOW} AS at),
+run AS (
+  SELECT (g.r {CONCAT} pg_catalog.jsonb_build_object(
+           'finished_at', {finished},
+           'started_at', {started},
+           'last_failure_at', CASE WHEN ((g.r {FIELD} 'last_failure_at') {EQ} (g.r {FIELD} 'finished_at'))
+                                   THEN pg_catalog.to_jsonb({finished}) ELSE (g.r {GET} 'last_failure_at') END)) AS r
+    FROM given g
+),
+doc AS (
+  SELECT ((d.d {CONCAT} pg_catalog.jsonb_build_object('last_run', run.r))
+          {CONCAT} CASE WHEN ((d.d {GET} 'last_success') {EQ} g.r)
+                        THEN pg_catalog.jsonb_build_object('last_success', run.r)
+                        ELSE pg_catalog.jsonb_build_object() END) AS d
+    FROM (SELECT $2::pg_catalog.jsonb AS d) AS d, given g, run
+),
 head AS ({head}),
 pruned AS (
   DELETE FROM {s}.runs WHERE (name {EQ} $1) AND (finished_at {LT} ({NOW}
      {MINUS} (COALESCE((SELECT history_days FROM {s}.settings), 30) {TIMES} {DAY})))
+),
+inserted AS (
+  INSERT INTO {s}.runs (name, started_at, finished_at, duration_seconds, outcome, exit_code, signal,
+                        consecutive_failures, host, pid, owner_token, fencing_token, recorded_at)
+  SELECT $1, (r {FIELD} 'started_at')::pg_catalog.timestamptz, (r {FIELD} 'finished_at')::pg_catalog.timestamptz,
+         (r {FIELD} 'duration_seconds')::pg_catalog.float8, (r {FIELD} 'outcome'),
+         (r {FIELD} 'exit_code')::pg_catalog.int4, (r {FIELD} 'signal')::pg_catalog.int4,
+         (r {FIELD} 'consecutive_failures')::pg_catalog.int4, $4, $5, $6, $7, {NOW}
+    FROM head, run
+  RETURNING id
 )
-INSERT INTO {s}.runs (name, started_at, finished_at, duration_seconds, outcome, exit_code, signal,
-                      consecutive_failures, host, pid, owner_token, fencing_token, recorded_at)
-SELECT $1, (r {FIELD} 'started_at')::pg_catalog.timestamptz, (r {FIELD} 'finished_at')::pg_catalog.timestamptz,
-       (r {FIELD} 'duration_seconds')::pg_catalog.float8, (r {FIELD} 'outcome'),
-       (r {FIELD} 'exit_code')::pg_catalog.int4, (r {FIELD} 'signal')::pg_catalog.int4,
-       (r {FIELD} 'consecutive_failures')::pg_catalog.int4, $4, $5, $6, $7, {NOW}
-  FROM head, (SELECT $3::pg_catalog.jsonb AS r) AS run
-RETURNING id"
+SELECT run.r::pg_catalog.text FROM inserted, run"
             )
         };
         let history_create = runs(&format!(
             "INSERT INTO {s}.history (name, version, record, updated_at)
-         SELECT $1, 1, $2::pg_catalog.jsonb, {NOW} FROM cfg
+         SELECT $1, 1, doc.d, {NOW} FROM cfg, doc
          ON CONFLICT (name) DO NOTHING RETURNING version"
         ));
         let history_update = runs(&format!(
-            "UPDATE {s}.history SET version = (version {PLUS} 1), record = $2::pg_catalog.jsonb, updated_at = {NOW}
-         FROM cfg WHERE (name {EQ} $1) AND (version {EQ} $8) RETURNING version"
+            "UPDATE {s}.history SET version = (version {PLUS} 1), record = doc.d, updated_at = {NOW}
+         FROM cfg, doc WHERE (name {EQ} $1) AND (version {EQ} $8) RETURNING version"
         ));
         let history_now = format!(
             "SELECT h.version, h.record::pg_catalog.text, pg_catalog.date_part('epoch', {NOW})
@@ -243,6 +277,14 @@ pub(crate) fn channel(schema: &str) -> String {
     // A checked schema is ASCII, so any byte offset is a char boundary.
     let head = &schema[..MAX_CHANNEL_LEN - 17];
     format!("{head}.{hash:016x}")
+}
+
+/// The time `at` (a `timestamptz` expression) as the run history spells
+/// it: RFC 3339 in UTC, to the microsecond.
+fn stamp(at: &str) -> String {
+    format!(
+        "pg_catalog.to_char(pg_catalog.timezone('UTC', {at}), 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    )
 }
 
 /// `text` as an SQL string literal.

@@ -927,7 +927,7 @@ fn under_a_serializable_default_a_conflicting_update_is_retried_once_and_content
     wait_until("the renewal to wait on the row", || {
         pg.psql(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-             AND query LIKE '%renewed_at = statement_timestamp()%'",
+             AND query LIKE '%renewed_at = pg_catalog.statement_timestamp()%'",
         ) == "1"
     });
     session.write_all(b"COMMIT;\n").unwrap();

@@ -423,6 +423,88 @@ fn clocks_skewed_past_half_a_period_still_run_each_tick_once() {
     common::ticks::assert_once_per_tick(&by_claimed, first, 3);
 }
 
+/// Contenders whose clocks are 90 s and 300 s ahead, past the minute a
+/// future time is forgiven: the first two contenders of each tick, taking
+/// turns at coming first, so that each clock writes a run that the other,
+/// and the contenders in step, then judge. The server dates each run's
+/// finish, so nobody disbelieves it, and each tick still runs once, by the
+/// command's own log and by the `runs` table.
+#[test]
+fn clocks_minutes_ahead_still_run_each_tick_once() {
+    common::ticks::require_faketime();
+    let pg = server();
+    let url = pg.url();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs.log");
+    let first = common::ticks::next_tick();
+    let args = ["--postgres", &url, "--ttl", "2", "ahead"];
+    // `fire` asks for the prefixes in order, four per tick.
+    let asked = std::cell::Cell::new(0_usize);
+    let ahead = |i: usize| {
+        let tick = asked.get() / common::ticks::OFFSETS.len();
+        asked.set(asked.get() + 1);
+        let offset = match (i, tick % 2) {
+            (0, 0) | (1, 1) => "+90",
+            (0, 1) | (1, 0) => "+300",
+            _ => return Vec::new(),
+        };
+        [
+            "env",
+            "FAKETIME_DONT_FAKE_MONOTONIC=1",
+            "faketime",
+            "-f",
+            offset,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let (_, by_claimed) = common::ticks::fire(3, &args, ahead, &log);
+    common::ticks::assert_once_per_tick(&by_claimed, first, 3);
+    assert_eq!(
+        pg.psql(
+            "SELECT count(*) FROM lockfile.runs WHERE name = 'ahead' AND outcome = 'succeeded'"
+        ),
+        "3"
+    );
+}
+
+/// A host whose clock is ten years ahead writes no time of its own into the
+/// run history: the run's finish and start, in the document and in `runs`,
+/// lie between the server's times before and after the run.
+#[test]
+fn a_host_ten_years_ahead_writes_the_servers_times() {
+    common::ticks::require_faketime();
+    let pg = server();
+    let url = pg.url();
+    let before = pg.psql("SELECT extract(epoch FROM clock_timestamp())");
+    let mut cmd = common::in_a_standard_state(Command::new("env"));
+    cmd.args(["FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "+3650d"])
+        .arg(env!("CARGO_BIN_EXE_lockfile"))
+        .args(["run", "--postgres", &url, "--once-per", "1h", "decade"])
+        .args(["sh", "-c", "sleep 0.2"]);
+    let out = cmd.bounded_output();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let after = pg.psql("SELECT extract(epoch FROM clock_timestamp())");
+    let times = pg.psql(
+        "SELECT string_agg(extract(epoch FROM t)::text, ' ') FROM ( \
+           SELECT (record #>> '{last_run,finished_at}')::timestamptz AS t FROM lockfile.history WHERE name = 'decade' \
+           UNION ALL SELECT (record #>> '{last_run,started_at}')::timestamptz FROM lockfile.history WHERE name = 'decade' \
+           UNION ALL SELECT (record #>> '{last_success,finished_at}')::timestamptz FROM lockfile.history WHERE name = 'decade' \
+           UNION ALL SELECT (record #>> '{last_claimed_tick,claimed_at}')::timestamptz FROM lockfile.history WHERE name = 'decade' \
+           UNION ALL SELECT finished_at FROM lockfile.runs WHERE name = 'decade' \
+           UNION ALL SELECT started_at FROM lockfile.runs WHERE name = 'decade') AS all_times",
+    );
+    let (before, after): (f64, f64) = (before.parse().unwrap(), after.parse().unwrap());
+    let times: Vec<f64> = times.split(' ').map(|t| t.parse().unwrap()).collect();
+    assert_eq!(times.len(), 6, "{times:?}");
+    for t in &times {
+        assert!(
+            before <= *t && *t <= after,
+            "{t} not within the server's {before}..{after}: {times:?}"
+        );
+    }
+}
+
 #[test]
 fn a_dead_claim_on_postgres_is_run_again_in_its_tick() {
     let pg = server();
@@ -854,7 +936,7 @@ fn under_a_serializable_default_a_conflicting_update_is_retried_once_and_content
     wait_until("the renewal to wait on the row", || {
         pg.psql(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-             AND query LIKE '%renewed_at = statement_timestamp()%'",
+             AND query LIKE '%renewed_at = pg_catalog.statement_timestamp()%'",
         ) == "1"
     });
     session.write_all(b"COMMIT;\n").unwrap();

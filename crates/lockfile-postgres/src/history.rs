@@ -3,6 +3,11 @@
 //! version), and every run's end (the `runs` table, pruned to the retention
 //! `init` set as each run is written).
 //!
+//! The times that later runs decide by (when the run finished and started,
+//! when it last failed, the last success) are the server's: the statement
+//! that writes the run dates them by `statement_timestamp()`, whatever the
+//! host's clock said ([`crate::sql`]).
+//!
 //! A write reads the document, builds the next one from it, and writes it
 //! only if its version is still the one read; otherwise it starts again
 //! from what the table holds now. Two holders that finish at once (one
@@ -134,8 +139,10 @@ pub(crate) fn record(
                     &params,
                 )
                 .await?;
-            if !written.is_empty() {
-                return Ok(run);
+            if let Some(row) = written.first() {
+                // The run as stored: its times are the server's.
+                let stored: String = column(conn, Operation::RecordRun, row, 0)?;
+                return Ok(serde_json::from_str(&stored).unwrap_or(run));
             }
             let rows = conn
                 .query(

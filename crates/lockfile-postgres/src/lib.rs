@@ -101,7 +101,7 @@
 //!   never saw. Use synchronous replication (`synchronous_standby_names`)
 //!   for a failover that keeps every token, or after an asynchronous one
 //!   advance the sequence past the highest token the fenced resources have
-//!   seen: `SELECT setval('lockfile.fencing_tokens', N)`.
+//!   seen: `SELECT pg_catalog.setval('lockfile.fencing_tokens', N)`.
 //! - **Process pauses** are as under any lease: a holder stopped past its
 //!   deadline wakes believing for a moment that it holds the lease; only the
 //!   resource can refuse its late write, by its token.

@@ -49,10 +49,11 @@ pub fn check_schema(schema: &str) -> Result<(), String> {
 pub fn ddl(schema: &str, history_days: Option<u32>) -> String {
     let s = schema;
     let mut ddl = format!(
-        r"-- lockfile's PostgreSQL lease engine: schema `{s}`. Idempotent.
+        r"-- lockfile's PostgreSQL lease engine: schema `{s}`. Idempotent. Every type,
+-- function and operator is named in pg_catalog, whatever the search_path.
 BEGIN;
 -- Two inits racing would otherwise fail on each other's catalog rows.
-SELECT pg_advisory_xact_lock(7021126352043372389);
+SELECT pg_catalog.pg_advisory_xact_lock(7021126352043372389);
 CREATE SCHEMA IF NOT EXISTS {s};
 
 -- Fencing tokens. CACHE 1 (never more): a cached range would hand tokens
@@ -63,48 +64,48 @@ CREATE SEQUENCE IF NOT EXISTS {s}.fencing_tokens AS bigint MINVALUE 1 NO CYCLE C
 -- expiry only moves expires_at, so that every later holder takes the row
 -- over under its lock and draws its token there.
 CREATE TABLE IF NOT EXISTS {s}.leases (
-    name          text        PRIMARY KEY,
+    name          pg_catalog.text PRIMARY KEY,
     fencing_token bigint      NOT NULL,
-    attempt       text        NOT NULL,  -- the holder's owner-record token
-    owner         jsonb       NOT NULL,  -- the holder's owner record
-    ttl_ms        bigint      NOT NULL CHECK (ttl_ms > 0),
-    acquired_at   timestamptz NOT NULL,
-    renewed_at    timestamptz NOT NULL,
-    expires_at    timestamptz NOT NULL   -- on the server's clock
+    attempt       pg_catalog.text NOT NULL,  -- the holder's owner-record token
+    owner         pg_catalog.jsonb NOT NULL,  -- the holder's owner record
+    ttl_ms        bigint      NOT NULL CHECK (ttl_ms OPERATOR(pg_catalog.>) 0),
+    acquired_at   pg_catalog.timestamptz NOT NULL,
+    renewed_at    pg_catalog.timestamptz NOT NULL,
+    expires_at    pg_catalog.timestamptz NOT NULL   -- on the server's clock
 );
 
 -- Per name: how the last run ended and the last success (a JSON document),
 -- written with a compare-and-set on version.
 CREATE TABLE IF NOT EXISTS {s}.history (
-    name       text        PRIMARY KEY,
-    version    bigint      NOT NULL CHECK (version > 0),
-    record     jsonb       NOT NULL,
-    updated_at timestamptz NOT NULL
+    name       pg_catalog.text PRIMARY KEY,
+    version    bigint      NOT NULL CHECK (version OPERATOR(pg_catalog.>) 0),
+    record     pg_catalog.jsonb NOT NULL,
+    updated_at pg_catalog.timestamptz NOT NULL
 );
 
 -- Every run's end, kept for settings.history_days.
 CREATE TABLE IF NOT EXISTS {s}.runs (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    name             text             NOT NULL,
-    started_at       timestamptz      NOT NULL,
-    finished_at      timestamptz      NOT NULL,
+    name             pg_catalog.text NOT NULL,
+    started_at       pg_catalog.timestamptz NOT NULL,
+    finished_at      pg_catalog.timestamptz NOT NULL,
     duration_seconds double precision NOT NULL,
-    outcome          text             NOT NULL,
+    outcome          pg_catalog.text NOT NULL,
     exit_code        integer,
     signal           integer,
     consecutive_failures integer      NOT NULL,
-    host             text             NOT NULL,
+    host             pg_catalog.text NOT NULL,
     pid              bigint           NOT NULL,
-    owner_token      text             NOT NULL,
+    owner_token      pg_catalog.text NOT NULL,
     fencing_token    bigint           NOT NULL,
-    recorded_at      timestamptz      NOT NULL
+    recorded_at      pg_catalog.timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_name_finished_at ON {s}.runs (name, finished_at);
 
 -- One row: the run history's retention, enforced as runs are written.
 CREATE TABLE IF NOT EXISTS {s}.settings (
     only_row     boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-    history_days integer NOT NULL CHECK (history_days > 0)
+    history_days integer NOT NULL CHECK (history_days OPERATOR(pg_catalog.>) 0)
 );
 "
     );

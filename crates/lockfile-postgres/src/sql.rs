@@ -14,6 +14,25 @@
 //! only then, so that a waiter woken by it finds the row expired. A
 //! notification is transaction-scoped, so the releasing side may go through
 //! PgBouncer; only the listening side needs a session of its own.
+//!
+//! # Every name is schema-qualified
+//!
+//! A name that is not qualified (a function, an operator, a type) is
+//! looked up through the role's `search_path`, and a role that may CREATE
+//! in a schema searched before `pg_catalog` could plant a
+//! `public.nextval(regclass)` that returns 1, or a `public."<="` that says
+//! every lease has expired, and its code would run as the job's role
+//! (CVE-2018-1058). So every function here is `pg_catalog.…`, every
+//! operator `OPERATOR(pg_catalog.…)`, every type `pg_catalog.…`, and every
+//! table `SCHEMA.…`: no `search_path` can redirect any of them. Constructs
+//! of the grammar (`CASE`, `COALESCE`, `GREATEST`, `ORDER BY`, the primary
+//! keys' `ON CONFLICT`) name no function and look nothing up by name.
+//!
+//! Pinning the `search_path` instead would not do: a
+//! `set_config('search_path', …, true)` in the statement itself comes too
+//! late, since names are resolved when the statement is parsed, before it
+//! runs; and a session-level `SET` does not survive PgBouncer's transaction
+//! pooling, which hands the next transaction to another server session.
 
 /// The statements for one schema.
 #[derive(Debug)]
@@ -39,7 +58,8 @@ pub(crate) struct Statements {
     /// Every row: name, history JSON.
     pub(crate) history_all: String,
     /// $1 name, $2 history JSON, $3 last run JSON, $4 host, $5 pid, $6
-    /// owner token, $7 fencing token. A row when the name had no history.
+    /// owner token, $7 fencing token. A row (the last run as stored, dated
+    /// by the server) when the name had no history.
     pub(crate) history_create: String,
     /// As `history_create`, and $8 the version read. A row when the
     /// version was still that one.
@@ -55,29 +75,53 @@ pub(crate) struct Statements {
 }
 
 /// Sets `synchronous_commit` on for the statement's own transaction.
-const CFG: &str = "WITH cfg AS (SELECT set_config('synchronous_commit', 'on', true) AS sc)";
+const CFG: &str =
+    "WITH cfg AS (SELECT pg_catalog.set_config('synchronous_commit', 'on', true) AS sc)";
+
+/// The server's time, one value for the whole statement.
+const NOW: &str = "pg_catalog.statement_timestamp()";
+// The operators, each named in `pg_catalog`. Written `OPERATOR(…)`, an
+// operator takes the precedence of any other operator, not its own: every
+// expression that holds one is parenthesised.
+const EQ: &str = "OPERATOR(pg_catalog.=)";
+const LE: &str = "OPERATOR(pg_catalog.<=)";
+const LT: &str = "OPERATOR(pg_catalog.<)";
+const GT: &str = "OPERATOR(pg_catalog.>)";
+const PLUS: &str = "OPERATOR(pg_catalog.+)";
+const MINUS: &str = "OPERATOR(pg_catalog.-)";
+const TIMES: &str = "OPERATOR(pg_catalog.*)";
+/// A field of a JSON object, as text.
+const FIELD: &str = "OPERATOR(pg_catalog.->>)";
+/// A field of a JSON object, as JSON.
+const GET: &str = "OPERATOR(pg_catalog.->)";
+/// Two JSON objects merged, the right one's fields winning.
+const CONCAT: &str = "OPERATOR(pg_catalog.||)";
+const SECOND: &str = "'1 second'::pg_catalog.interval";
+const MILLISECOND: &str = "'1 millisecond'::pg_catalog.interval";
+const DAY: &str = "'1 day'::pg_catalog.interval";
 
 impl Statements {
     pub(crate) fn new(s: &str) -> Statements {
+        let next_token = format!("pg_catalog.nextval('{s}.fencing_tokens'::pg_catalog.regclass)");
         // Takes a row over only when its lease has expired, by the server's
         // clock; otherwise writes it back unchanged and returns the holder.
         // The token is drawn under the row's lock, so that a stalled
         // contender cannot take over with an older one.
         let take = |col: &str| {
             format!(
-                "{col} = CASE WHEN l.expires_at <= statement_timestamp() THEN EXCLUDED.{col} ELSE l.{col} END"
+                "{col} = CASE WHEN (l.expires_at {LE} {NOW}) THEN EXCLUDED.{col} ELSE l.{col} END"
             )
         };
         let acquire = format!(
             "{CFG}
 INSERT INTO {s}.leases AS l (name, fencing_token, attempt, owner, ttl_ms, acquired_at, renewed_at, expires_at)
-SELECT $1, nextval('{s}.fencing_tokens'), $2, $3::jsonb, $4,
-       statement_timestamp(), statement_timestamp(), statement_timestamp() + $4 * interval '1 millisecond'
+SELECT $1, {next_token}, $2, $3::pg_catalog.jsonb, $4,
+       {NOW}, {NOW}, ({NOW} {PLUS} ($4 {TIMES} {MILLISECOND}))
   FROM cfg
 ON CONFLICT (name) DO UPDATE SET
-  fencing_token = CASE WHEN l.expires_at <= statement_timestamp() THEN nextval('{s}.fencing_tokens') ELSE l.fencing_token END,
+  fencing_token = CASE WHEN (l.expires_at {LE} {NOW}) THEN {next_token} ELSE l.fencing_token END,
   {}, {}, {}, {}, {}, {}
-RETURNING l.attempt = $2, l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}",
+RETURNING (l.attempt {EQ} $2), l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {REMAINING}",
             take("attempt"),
             take("owner"),
             take("ttl_ms"),
@@ -87,10 +131,10 @@ RETURNING l.attempt = $2, l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}"
         );
         let renew = format!(
             "{CFG}
-UPDATE {s}.leases l SET renewed_at = statement_timestamp(),
-       expires_at = statement_timestamp() + l.ttl_ms * interval '1 millisecond'
+UPDATE {s}.leases l SET renewed_at = {NOW},
+       expires_at = ({NOW} {PLUS} (l.ttl_ms {TIMES} {MILLISECOND}))
   FROM cfg
- WHERE l.name = $1 AND l.fencing_token = $2 AND l.expires_at > statement_timestamp()
+ WHERE (l.name {EQ} $1) AND (l.fencing_token {EQ} $2) AND (l.expires_at {GT} {NOW})
 RETURNING l.ttl_ms"
         );
         // The row stays, expired: the next holder takes it over and draws
@@ -100,65 +144,97 @@ RETURNING l.ttl_ms"
         let release = format!(
             "{CFG},
 released AS (
-  UPDATE {s}.leases l SET expires_at = statement_timestamp()
+  UPDATE {s}.leases l SET expires_at = {NOW}
     FROM cfg
-   WHERE l.name = $1 AND l.fencing_token = $2 AND l.expires_at > statement_timestamp()
+   WHERE (l.name {EQ} $1) AND (l.fencing_token {EQ} $2) AND (l.expires_at {GT} {NOW})
   RETURNING l.name, l.fencing_token
 )
-SELECT r.fencing_token, pg_notify({}, r.name)::text FROM released r",
+SELECT r.fencing_token, pg_catalog.pg_notify({}, r.name)::pg_catalog.text FROM released r",
             literal(&channel)
         );
         let listen = format!("LISTEN {}", identifier(&channel));
         let inspect = format!(
-            "SELECT l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}
-  FROM {s}.leases l WHERE l.name = $1 AND l.expires_at > statement_timestamp()"
+            "SELECT l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {REMAINING}
+  FROM {s}.leases l WHERE (l.name {EQ} $1) AND (l.expires_at {GT} {NOW})"
         );
         let inspect_all = format!(
-            "SELECT l.name, l.expires_at > statement_timestamp(), l.fencing_token, l.owner::text, l.ttl_ms, {REMAINING}
+            "SELECT l.name, (l.expires_at {GT} {NOW}), l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {REMAINING}
   FROM {s}.leases l ORDER BY l.name"
         );
-        let history = format!("SELECT version, record::text FROM {s}.history WHERE name = $1");
-        let history_all = format!("SELECT name, record::text FROM {s}.history ORDER BY name");
+        let history = format!(
+            "SELECT version, record::pg_catalog.text FROM {s}.history WHERE (name {EQ} $1)"
+        );
+        let history_all =
+            format!("SELECT name, record::pg_catalog.text FROM {s}.history ORDER BY name");
         // The run goes into `runs` only if the head moved; old runs of the
-        // name go at the same time.
+        // name go at the same time. The times that later decisions read are
+        // the server's, never the host's (whose clock may be off by any
+        // amount): the run finished at this statement's time, and started
+        // its measured duration before that; the failure time and the last
+        // success are rewritten when this run set them (they are then the
+        // host's finish, and the host's run, exactly).
         let runs = |head: &str| {
+            let finished = stamp("g.at");
+            let started = stamp(&format!(
+                "(g.at {MINUS} ((g.r {FIELD} 'duration_seconds')::pg_catalog.float8 {TIMES} {SECOND}))"
+            ));
             format!(
                 "{CFG},
+given AS (SELECT $3::pg_catalog.jsonb AS r, {NOW} AS at),
+run AS (
+  SELECT (g.r {CONCAT} pg_catalog.jsonb_build_object(
+           'finished_at', {finished},
+           'started_at', {started},
+           'last_failure_at', CASE WHEN ((g.r {FIELD} 'last_failure_at') {EQ} (g.r {FIELD} 'finished_at'))
+                                   THEN pg_catalog.to_jsonb({finished}) ELSE (g.r {GET} 'last_failure_at') END)) AS r
+    FROM given g
+),
+doc AS (
+  SELECT ((d.d {CONCAT} pg_catalog.jsonb_build_object('last_run', run.r))
+          {CONCAT} CASE WHEN ((d.d {GET} 'last_success') {EQ} g.r)
+                        THEN pg_catalog.jsonb_build_object('last_success', run.r)
+                        ELSE pg_catalog.jsonb_build_object() END) AS d
+    FROM (SELECT $2::pg_catalog.jsonb AS d) AS d, given g, run
+),
 head AS ({head}),
 pruned AS (
-  DELETE FROM {s}.runs WHERE name = $1 AND finished_at < statement_timestamp()
-     - COALESCE((SELECT history_days FROM {s}.settings), 30) * interval '1 day'
+  DELETE FROM {s}.runs WHERE (name {EQ} $1) AND (finished_at {LT} ({NOW}
+     {MINUS} (COALESCE((SELECT history_days FROM {s}.settings), 30) {TIMES} {DAY})))
+),
+inserted AS (
+  INSERT INTO {s}.runs (name, started_at, finished_at, duration_seconds, outcome, exit_code, signal,
+                        consecutive_failures, host, pid, owner_token, fencing_token, recorded_at)
+  SELECT $1, (r {FIELD} 'started_at')::pg_catalog.timestamptz, (r {FIELD} 'finished_at')::pg_catalog.timestamptz,
+         (r {FIELD} 'duration_seconds')::pg_catalog.float8, (r {FIELD} 'outcome'),
+         (r {FIELD} 'exit_code')::pg_catalog.int4, (r {FIELD} 'signal')::pg_catalog.int4,
+         (r {FIELD} 'consecutive_failures')::pg_catalog.int4, $4, $5, $6, $7, {NOW}
+    FROM head, run
+  RETURNING id
 )
-INSERT INTO {s}.runs (name, started_at, finished_at, duration_seconds, outcome, exit_code, signal,
-                      consecutive_failures, host, pid, owner_token, fencing_token, recorded_at)
-SELECT $1, (r->>'started_at')::timestamptz, (r->>'finished_at')::timestamptz,
-       (r->>'duration_seconds')::float8, r->>'outcome', (r->>'exit_code')::int4, (r->>'signal')::int4,
-       (r->>'consecutive_failures')::int4, $4, $5, $6, $7, statement_timestamp()
-  FROM head, (SELECT $3::jsonb AS r) AS run
-RETURNING id"
+SELECT run.r::pg_catalog.text FROM inserted, run"
             )
         };
         let history_create = runs(&format!(
             "INSERT INTO {s}.history (name, version, record, updated_at)
-         SELECT $1, 1, $2::jsonb, statement_timestamp() FROM cfg
+         SELECT $1, 1, doc.d, {NOW} FROM cfg, doc
          ON CONFLICT (name) DO NOTHING RETURNING version"
         ));
         let history_update = runs(&format!(
-            "UPDATE {s}.history SET version = version + 1, record = $2::jsonb, updated_at = statement_timestamp()
-         FROM cfg WHERE name = $1 AND version = $8 RETURNING version"
+            "UPDATE {s}.history SET version = (version {PLUS} 1), record = doc.d, updated_at = {NOW}
+         FROM cfg, doc WHERE (name {EQ} $1) AND (version {EQ} $8) RETURNING version"
         ));
         let history_now = format!(
-            "SELECT h.version, h.record::text, extract(epoch FROM statement_timestamp())::float8
-  FROM (SELECT 1) AS one LEFT JOIN {s}.history h ON h.name = $1"
+            "SELECT h.version, h.record::pg_catalog.text, pg_catalog.date_part('epoch', {NOW})
+  FROM (SELECT 1) AS one LEFT JOIN {s}.history h ON (h.name {EQ} $1)"
         );
         let claim_create = format!(
             "INSERT INTO {s}.history (name, version, record, updated_at)
-SELECT $1, 1, $2::jsonb, statement_timestamp()
+SELECT $1, 1, $2::pg_catalog.jsonb, {NOW}
 ON CONFLICT (name) DO NOTHING RETURNING version"
         );
         let claim_update = format!(
-            "UPDATE {s}.history SET version = version + 1, record = $2::jsonb, updated_at = statement_timestamp()
- WHERE name = $1 AND version = $3 RETURNING version"
+            "UPDATE {s}.history SET version = (version {PLUS} 1), record = $2::pg_catalog.jsonb, updated_at = {NOW}
+ WHERE (name {EQ} $1) AND (version {EQ} $3) RETURNING version"
         );
         Statements {
             acquire,
@@ -203,6 +279,14 @@ pub(crate) fn channel(schema: &str) -> String {
     format!("{head}.{hash:016x}")
 }
 
+/// The time `at` (a `timestamptz` expression) as the run history spells
+/// it: RFC 3339 in UTC, to the microsecond.
+fn stamp(at: &str) -> String {
+    format!(
+        "pg_catalog.to_char(pg_catalog.timezone('UTC', {at}), 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+    )
+}
+
 /// `text` as an SQL string literal.
 fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
@@ -216,8 +300,7 @@ fn identifier(text: &str) -> String {
 
 /// What is left of a lease's TTL, in milliseconds, as the server counts it
 /// now.
-const REMAINING: &str =
-    "GREATEST(0, extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000)::int8";
+const REMAINING: &str = "GREATEST(0, (pg_catalog.date_part('epoch', (l.expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8))::pg_catalog.int8";
 
 #[cfg(test)]
 mod tests {
@@ -246,7 +329,10 @@ mod tests {
     fn the_channel_is_quoted_for_each_use() {
         let sql = Statements::new("lockfile");
         assert_eq!(sql.listen, "LISTEN \"lockfile.leases\"");
-        assert!(sql.release.contains("pg_notify('lockfile.leases', r.name)"));
+        assert!(
+            sql.release
+                .contains("pg_catalog.pg_notify('lockfile.leases', r.name)")
+        );
         assert_eq!(identifier("a\"b"), "\"a\"\"b\"");
         assert_eq!(literal("it's"), "'it''s'");
     }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod fenced;
+pub(crate) mod ping;
 pub(crate) mod prometheus;
 /// Stopping a holder for a fault test: the etcd crate's.
 #[allow(unreachable_pub)]

@@ -178,7 +178,7 @@ fn a_wrong_listen_url_still_acquires_by_polling_with_a_warning() {
         (
             &unparsable,
             "unparsable",
-            "a postgres:// URL) cannot be read at byte 36",
+            "a postgres:// URL) cannot be read at byte 37",
         ),
     ] {
         let holder = admin.acquire(name, &request()).unwrap();

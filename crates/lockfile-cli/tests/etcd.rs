@@ -1189,3 +1189,57 @@ fn a_run_dated_years_ahead_never_mutes_check_on_a_lease() {
         "{json}"
     );
 }
+
+/// Credentials in an endpoint are the user to authenticate as; every
+/// message shows the endpoints rebuilt, the password as `***`, and an
+/// endpoint that cannot be read for certain is refused by its position.
+#[test]
+fn a_password_in_an_endpoint_is_never_shown() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoints =
+        format!("http://root:Zq%2F%3F%40%23%20Zq@127.0.0.1:{closed},127.0.0.1:{closed}");
+    let shown = format!("http://root:***@127.0.0.1:{closed},127.0.0.1:{closed}");
+    for format in ["text", "json"] {
+        let out = lockfile()
+            .args([
+                "--log-format",
+                format,
+                "run",
+                "--etcd",
+                &endpoints,
+                "x",
+                "true",
+            ])
+            .bounded_output();
+        let err = stderr(&out);
+        assert_eq!(code(&out), 69, "{err}");
+        assert!(err.contains(&shown), "{err}");
+        assert!(!err.contains("Zq"), "{err}");
+    }
+    let out = lockfile()
+        .args(["inspect", "--json", "--etcd", &endpoints])
+        .bounded_output();
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(json.contains(&shown), "{json}");
+    assert!(
+        !json.contains("Zq") && !stderr(&out).contains("Zq"),
+        "{json}"
+    );
+    for raw in [
+        format!("http://root:Zq/Zq@127.0.0.1:{closed}"),
+        format!("http://root:Zq@Zq@127.0.0.1:{closed}"),
+        format!("127.0.0.1:{closed},http://root:Zq#Zq@127.0.0.1:{closed}"),
+    ] {
+        let out = lockfile()
+            .args(["run", "--etcd", &raw, "x", "true"])
+            .bounded_output();
+        let err = stderr(&out);
+        assert_eq!(code(&out), 64, "{err}");
+        assert!(err.contains("cannot be read at byte"), "{err}");
+        assert!(!err.contains("Zq"), "{err}");
+    }
+}

@@ -1158,3 +1158,228 @@ fn a_bad_postgres_listen_url_warns_and_polls_and_without_postgres_it_is_a_usage_
         .bounded_output();
     assert_eq!(code(&out), 64, "{}", stderr(&out));
 }
+
+/// A password holding every byte that ends a part of a URL or of the
+/// `key=value` form (`/`, `?`, `@`, `#`, a blank, a newline, a `%2F`
+/// that must stay as it is, a quote, a backslash); `Zq` marks every piece
+/// of it, so that no piece may show anywhere.
+const ODD: &str = "Zq/1?Zq@2#Zq 3\nZq%2F4'Zq\\5";
+
+/// `text` with every byte but letters and digits percent-encoded.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A superuser `odd` whose password is [`ODD`]; its URL and its
+/// `key=value` string to `port`.
+fn odd_role(pg: &Postgres) -> impl Fn(u16) -> [String; 3] {
+    pg.psql(&format!(
+        "CREATE ROLE odd LOGIN SUPERUSER PASSWORD '{}'",
+        ODD.replace('\'', "''")
+    ));
+    |port| {
+        [
+            format!(
+                "postgresql://odd:{}@127.0.0.1:{port}/postgres",
+                encoded(ODD)
+            ),
+            format!(
+                "host=127.0.0.1 port={port}\nuser=odd password='{}' dbname=postgres",
+                ODD.replace('\\', "\\\\").replace('\'', "\\'")
+            ),
+            // libpq decodes a query's key names too.
+            format!(
+                "postgres://127.0.0.1:{port}/postgres?user=odd&pass%77ord={}",
+                encoded(ODD)
+            ),
+        ]
+    }
+}
+
+fn no_secret(what: &str, text: &str) {
+    assert!(
+        !text.contains("Zq"),
+        "a piece of the password in {what}: {text}"
+    );
+}
+
+#[test]
+fn a_password_holding_any_byte_authenticates_and_shows_nowhere() {
+    let pg = server();
+    let urls = odd_role(&pg);
+    for url in urls(pg.port) {
+        let out = run(&url, &[], "odd", "echo ran");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+        no_secret("stderr", &stderr(&out));
+    }
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for (url, shown) in urls(closed).iter().zip([
+        format!("postgresql://odd:***@127.0.0.1:{closed}/postgres"),
+        format!("host=127.0.0.1 port={closed} user=odd password=*** dbname=postgres"),
+        format!("postgres://127.0.0.1:{closed}/postgres?user=odd&password=***"),
+    ]) {
+        for format in ["text", "json"] {
+            let out = lockfile()
+                .args(["--log-format", format, "run", "--postgres", url])
+                .args(["odd", "echo", "ran"])
+                .bounded_output();
+            assert_eq!(code(&out), 69, "{}", stderr(&out));
+            let err = stderr(&out);
+            assert!(err.contains(&shown), "{shown:?} in {err}");
+            no_secret("stderr", &err);
+            no_secret("stdout", &String::from_utf8_lossy(&out.stdout));
+        }
+        let out = inspect(url, &[]);
+        let json = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(json.contains(&shown), "{json}");
+        no_secret("inspect --json", &json);
+        no_secret("inspect's stderr", &stderr(&out));
+        let out = lockfile()
+            .args([
+                "check",
+                "--json",
+                "--expect-every",
+                "1h",
+                "--postgres",
+                url,
+                "odd",
+            ])
+            .bounded_output();
+        let json = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(json.contains(&shown), "{json}");
+        no_secret("check --json", &json);
+    }
+}
+
+#[test]
+fn a_connection_string_that_cannot_be_read_for_certain_is_refused_by_position_never_shown() {
+    for (url, form) in [
+        // The password raw: a `/`, a `?`, an `@`, a `#`, a blank, a newline.
+        (
+            format!("postgresql://odd:{ODD}@127.0.0.1:1/postgres"),
+            "a postgresql:// URL) cannot be read at byte 26",
+        ),
+        (
+            "postgres://odd:Zq#Zq@127.0.0.1:1/postgres".to_owned(),
+            "a postgres:// URL) cannot be read at byte 17",
+        ),
+        (
+            "postgres://odd:Zq@Zq@127.0.0.1:1/postgres".to_owned(),
+            "a postgres:// URL) cannot be read at byte 20",
+        ),
+        (
+            "host=127.0.0.1 port=1 password='Zq Zq".to_owned(),
+            "a key=value string) cannot be read at byte 31",
+        ),
+        (
+            "host=127.0.0.1 port=1 password=Zq Zq".to_owned(),
+            "a key=value string) cannot be read at byte 36",
+        ),
+    ] {
+        for args in [
+            vec!["run", "--postgres", &url, "odd", "true"],
+            vec!["inspect", "--json", "--postgres", &url],
+            vec![
+                "check",
+                "--json",
+                "--expect-every",
+                "1h",
+                "--postgres",
+                &url,
+                "odd",
+            ],
+            vec![
+                "run",
+                "--postgres-listen",
+                &url,
+                "--postgres",
+                "postgres://127.0.0.1:1/x",
+                "odd",
+                "true",
+            ],
+        ] {
+            let out = lockfile().args(&args).bounded_output();
+            let err = stderr(&out);
+            assert_eq!(code(&out), 64, "{args:?}: {err}");
+            assert!(err.contains(form), "{form:?} in {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            no_secret("stderr", &err);
+            no_secret("stdout", &String::from_utf8_lossy(&out.stdout));
+        }
+    }
+}
+
+#[cfg(feature = "ping")]
+#[test]
+fn a_failed_renewal_reaches_the_log_and_the_ping_with_the_url_rebuilt() {
+    use common::ping::{Answer, Server};
+    let pg = server();
+    let urls = odd_role(&pg);
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["text", "json"] {
+        let proxy = Proxy::start(&format!("127.0.0.1:{}", pg.port));
+        let port: u16 = proxy
+            .endpoint()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let pings = Server::start(Answer::Ok);
+        let [url, ..] = urls(port);
+        let ping = pings.url();
+        let done = dir.path().join(format);
+        // COMMAND outlives the failed renewal (it ignores the SIGTERM
+        // before the lapse), so that the event is written while its
+        // output is captured; it ends once the test has seen the event.
+        let script = format!(
+            "trap '' TERM; echo ready; for i in $(seq 1200); do [ -e '{}' ] && exit 0; sleep 0.05; done",
+            done.display()
+        );
+        let (mut wrapper, ready) = Background::spawn(&[
+            "--log-format",
+            format,
+            "--postgres",
+            &url,
+            "--ttl",
+            "6",
+            "--ping",
+            &ping,
+            "--ping-log-bytes",
+            "100000",
+            "renewed",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        assert_eq!(ready, "ready");
+        proxy.blackhole();
+        wait_until("a failed renewal", || {
+            wrapper.stderr_so_far().contains("renewal_failed")
+        });
+        std::fs::write(&done, b"").unwrap();
+        let (_, err) = wrapper.wait();
+        assert!(err.contains("odd:***@127.0.0.1"), "{err}");
+        no_secret("stderr", &err);
+        let requests = pings.wait_for(2);
+        let last = &requests.last().unwrap().body;
+        assert!(last.contains("renewal_failed"), "{format}: {last}");
+        assert!(last.contains("odd:***@127.0.0.1"), "{format}: {last}");
+        for r in &requests {
+            no_secret("a ping", &r.body);
+        }
+    }
+}

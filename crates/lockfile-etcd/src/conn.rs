@@ -7,13 +7,15 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 
 use crate::Operation;
+use crate::endpoint::Endpoints;
 use crate::{Error, LeaseOptions, Result};
 
 /// Everything needed to (re)connect to etcd about one key.
 #[derive(Clone)]
 pub(crate) struct Conn {
+    /// The endpoints without their credentials, for etcd's client.
     endpoints: Arc<[String]>,
-    /// The endpoints as shown in error messages.
+    /// The endpoints as rebuilt for every message, passwords replaced.
     shown: Arc<str>,
     key: Arc<str>,
     pub(crate) request_timeout: Duration,
@@ -36,18 +38,35 @@ impl Conn {
                 reason: "the request timeout is zero".to_owned(),
             });
         }
+        let endpoints =
+            Endpoints::parse(&opts.endpoints).map_err(|reason| Error::InvalidOptions {
+                op: Operation::Connect,
+                key: key.to_owned(),
+                reason,
+            })?;
+        let user = match (&opts.user, endpoints.user) {
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidOptions {
+                    op: Operation::Connect,
+                    key: key.to_owned(),
+                    reason: "credentials are given both in the endpoints and as the user"
+                        .to_owned(),
+                });
+            }
+            (given, from_endpoints) => given.clone().or(from_endpoints),
+        };
         // A member cut off from its leader would otherwise keep serving a
         // watch that never delivers an event; with this it closes the stream
         // and the client moves to another member.
         let mut connect = ConnectOptions::new()
             .with_connect_timeout(opts.request_timeout)
             .with_require_leader(true);
-        if let Some((name, password)) = &opts.user {
-            connect = connect.with_user(name.clone(), password.clone());
+        if let Some((name, password)) = user {
+            connect = connect.with_user(name, password);
         }
         Ok(Conn {
-            endpoints: opts.endpoints.clone().into(),
-            shown: opts.endpoints.join(",").into(),
+            endpoints: endpoints.targets.into(),
+            shown: endpoints.shown.into(),
             key: key.into(),
             request_timeout: opts.request_timeout,
             connect,
@@ -151,6 +170,22 @@ impl Conn {
             server: self.shown.to_string(),
             after,
         }
+    }
+}
+
+impl LeaseOptions {
+    /// Reads the options as every connection will, without connecting:
+    /// the endpoints (each read once), their credentials, the request
+    /// timeout. A command checks them first, so that a mistake is a usage
+    /// error before anything runs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] with an empty key, saying what cannot
+    /// work. An endpoint that cannot be read for certain is named by its
+    /// position and the byte at fault, never shown.
+    pub fn check(&self) -> Result<()> {
+        Conn::new(self, "").map(drop)
     }
 }
 

@@ -125,6 +125,7 @@
 
 mod acquire;
 mod conn;
+mod endpoint;
 mod engine;
 mod guard;
 mod history;

@@ -62,7 +62,11 @@ impl Default for LeaseOptions {
 impl fmt::Debug for LeaseOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseOptions")
-            .field("endpoints", &self.endpoints)
+            // Never print a password in an endpoint.
+            .field(
+                "endpoints",
+                &crate::endpoint::Endpoints::parse(&self.endpoints).map(|e| e.shown),
+            )
             .field("ttl", &self.ttl)
             .field("job", &self.request.job)
             .field("max_runtime", &self.request.max_runtime)
@@ -89,6 +93,13 @@ impl LeaseOptions {
 
     /// The etcd endpoints (`http://host:port`), replacing the default. Give
     /// every member of the cluster: the client fails over between them.
+    ///
+    /// An endpoint may carry credentials (`http://user:password@host:port`,
+    /// percent-encoded), the same in every endpoint: they are the
+    /// [`user`](LeaseOptions::user) to authenticate as, never sent as part
+    /// of the address. Messages show every endpoint rebuilt, the password
+    /// as `***`; one that cannot be read for certain (a raw `@`, `/`, `?`
+    /// or `#` in the password) is refused by its position, never shown.
     ///
     /// Default: [`DEFAULT_ENDPOINT`].
     pub fn endpoints<I, S>(&mut self, endpoints: I) -> &mut Self

@@ -222,6 +222,30 @@ impl Conn {
     }
 }
 
+impl LeaseOptions {
+    /// Reads the options as every connection will, without connecting:
+    /// the URL and the listen URL (each read once, by libpq's rules), the
+    /// schema's name, the request timeout. A command checks them first, so
+    /// that a mistake is a usage error before anything runs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOptions`] with an empty key, saying what cannot
+    /// work. A URL that cannot be read for certain is named by its form and
+    /// the byte at fault, never shown.
+    pub fn check(&self) -> Result<()> {
+        Conn::new(self, "")?;
+        if let Some(listen) = &self.listen {
+            Server::parse(listen).map_err(|reason| Error::InvalidOptions {
+                op: Operation::Connect,
+                key: String::new(),
+                reason: format!("the listen URL: {reason}"),
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs `make()`'s future on a thread of this crate's own (see
 /// [`block_on`](lockfile_lease::thread::block_on)).
 pub(crate) fn block_on<T, F>(key: &str, make: impl FnOnce() -> F + Send) -> Result<T>

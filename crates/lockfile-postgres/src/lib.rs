@@ -128,6 +128,7 @@
 mod acquire;
 mod channel_binding;
 mod conn;
+mod conninfo;
 mod engine;
 mod guard;
 mod history;

@@ -17,7 +17,7 @@ use tokio_postgres::{AsyncMessage, Client};
 
 use crate::ServerError;
 use crate::conn::Conn;
-use crate::server::{Server, redact};
+use crate::server::{Server, shown};
 
 /// A connection subscribed to the lease channel, with the names its
 /// notifications carried, in order.
@@ -70,7 +70,7 @@ impl Listener {
                 Some(listener)
             }
             Err(reason) => {
-                failed(conn, &redact(url), &reason);
+                failed(conn, &shown(url), &reason);
                 None
             }
         }

@@ -46,11 +46,11 @@ impl fmt::Debug for LeaseOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LeaseOptions")
             // Never print the password.
-            .field("url", &crate::server::redact(&self.url))
+            .field("url", &crate::server::shown(&self.url))
             .field("schema", &self.schema)
             .field("ttl", &self.ttl)
             .field("request_timeout", &self.request_timeout)
-            .field("listen", &self.listen.as_deref().map(crate::server::redact))
+            .field("listen", &self.listen.as_deref().map(crate::server::shown))
             .finish()
     }
 }

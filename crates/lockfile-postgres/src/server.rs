@@ -1,8 +1,8 @@
 //! Where the server is: the connection URL, completed from libpq's
 //! environment (`PGHOST`, `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`,
 //! `PGPASSFILE` and `~/.pgpass`; for TLS, `PGSSLMODE`, `PGSSLROOTCERT`,
-//! `PGSSLCERT`, `PGSSLKEY` and `~/.postgresql/`), and the same URL without
-//! its password, for every message.
+//! `PGSSLCERT`, `PGSSLKEY` and `~/.postgresql/`), and the URL as rebuilt
+//! from its parts without its password, for every message.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio_postgres::Config;
 use tokio_postgres::config::{Host, SslMode};
 
-use crate::sslmode::SslParams;
+use crate::conninfo::ConnInfo;
+use crate::sslmode::{self, SslParams};
 use crate::tls::Tls;
 
 /// The port PostgreSQL listens on unless told.
@@ -23,7 +24,7 @@ pub(crate) struct Server {
     /// TLS as the URL's `sslmode` asks: for every connection and cancel
     /// request.
     pub(crate) tls: Tls,
-    /// The URL as given, without its password.
+    /// The URL as rebuilt from its parts, its password replaced.
     pub(crate) shown: String,
 }
 
@@ -31,12 +32,22 @@ impl Server {
     /// Parses `url` (a `postgres://` URL or libpq's `key=value` form) and
     /// fills in what it leaves out from libpq's environment variables, as
     /// `psql` would.
+    ///
+    /// The string is read once, by [`ConnInfo`]; tokio-postgres is handed
+    /// its parts, re-quoted, never the text. Errors never hold the text.
     pub(crate) fn parse(url: &str) -> Result<Server, String> {
-        let shown = redact(url);
-        let (rest, ssl) = SslParams::take(url).map_err(|e| format!("`{shown}`: {e}"))?;
-        let mut config: Config = rest
-            .parse()
-            .map_err(|e| format!("`{shown}` is not a PostgreSQL connection string: {e}"))?;
+        let info = ConnInfo::parse(url).map_err(|e| e.to_string())?;
+        let shown = info.shown();
+        let (rest, given) = info.split(&sslmode::NAMES);
+        let ssl = SslParams::from_given(&given).map_err(|e| format!("{}: {e}", info.describe()))?;
+        // Every value is quoted: the driver can refuse only a parameter's
+        // value, by the parameter's name.
+        let mut config: Config = rest.parse().map_err(|e| {
+            format!(
+                "{} is not a PostgreSQL connection string: {e}",
+                info.describe()
+            )
+        })?;
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if config.get_hosts().is_empty() {
             config.host(env("PGHOST").unwrap_or_else(|| "localhost".to_owned()));
@@ -107,60 +118,14 @@ impl Server {
     }
 }
 
-/// `url` without its password, for messages: `user:secret@` loses
-/// `:secret`, and a `password=` parameter (URL or `key=value` form) its
-/// value.
-pub(crate) fn redact(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some(scheme_end) = out.find("://") {
-        let rest = scheme_end + 3;
-        let authority_end = out[rest..].find(['/', '?']).map_or(out.len(), |i| rest + i);
-        if let Some(at) = out[rest..authority_end].rfind('@') {
-            let userinfo = &out[rest..rest + at];
-            if let Some(colon) = userinfo.find(':') {
-                out.replace_range(rest + colon..rest + at, "");
-            }
-        }
+/// How `url` is shown in a message about a connection that could not be
+/// made: rebuilt from its parts, or, when it cannot be read, what is wrong
+/// with it (never its text).
+pub(crate) fn shown(url: &str) -> String {
+    match ConnInfo::parse(url) {
+        Ok(info) => info.shown(),
+        Err(fault) => format!("<{fault}>"),
     }
-    redact_parameter(&out)
-}
-
-/// Hides the value of every `password=` parameter (and libpq's
-/// `sslpassword=`, the client key's): `password=VALUE` in a query string
-/// (up to `&`) or in libpq's `key=value` form (up to a blank, or a quoted
-/// value).
-fn redact_parameter(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("password") {
-        let start = if rest[..i].ends_with("ssl") { i - 3 } else { i };
-        let before_ok =
-            start == 0 || matches!(rest.as_bytes()[start - 1], b'?' | b'&' | b' ' | b'\t');
-        let after = &rest[i + "password".len()..];
-        let eq = after.len() - after.trim_start().len();
-        if !before_ok || !after[eq..].starts_with('=') {
-            out.push_str(&rest[..i + "password".len()]);
-            rest = after;
-            continue;
-        }
-        out.push_str(&rest[..i]);
-        out.push_str("password=***");
-        let value = after[eq + 1..].trim_start();
-        let end = if let Some(quoted) = value.strip_prefix('\'') {
-            let mut escaped = false;
-            let close = quoted.char_indices().find(|&(_, c)| {
-                let close = c == '\'' && !escaped;
-                escaped = c == '\\' && !escaped;
-                close
-            });
-            close.map_or(value.len(), |(j, _)| j + 2)
-        } else {
-            value.find(['&', ' ', '\t']).unwrap_or(value.len())
-        };
-        rest = &value[end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The password for `config` in the password file (`PGPASSFILE`, or
@@ -234,42 +199,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn passwords_never_show() {
+    fn only_the_rebuilt_string_is_shown() {
         for (url, shown) in [
             (
-                "postgres://app:s3cret@db:5432/jobs",
-                "postgres://app@db:5432/jobs",
+                "postgresql://app:a/b?c@db/jobs",
+                "<the PostgreSQL connection string (a postgresql:// URL) cannot be read at byte 22",
             ),
             (
-                "postgresql://app:p%40ss@db/jobs?sslmode=require",
-                "postgresql://app@db/jobs?sslmode=require",
-            ),
-            ("postgres://app@db/jobs", "postgres://app@db/jobs"),
-            (
-                "postgres://db/jobs?user=app&password=s3cret&sslmode=require",
-                "postgres://db/jobs?user=app&password=***&sslmode=require",
-            ),
-            (
-                "host=db user=app password=s3cret dbname=jobs",
-                "host=db user=app password=*** dbname=jobs",
-            ),
-            (
-                "host=db password = 'it\\'s a \\\\ secret' dbname=jobs",
+                "host=db password=s3cret dbname=jobs",
                 "host=db password=*** dbname=jobs",
             ),
-            ("host=db passwordless=1", "host=db passwordless=1"),
-            (
-                "postgres://db/jobs?sslkey=/k&sslpassword=s3cret",
-                "postgres://db/jobs?sslkey=/k&sslpassword=***",
-            ),
-            (
-                "host=db sslpassword='s3cret' mysslpassword=1",
-                "host=db sslpassword=*** mysslpassword=1",
-            ),
         ] {
-            assert_eq!(redact(url), shown, "{url}");
-            assert!(!redact(url).contains("s3cret"));
+            assert!(super::shown(url).starts_with(shown), "{url}");
+            assert!(!super::shown(url).contains("s3cret"));
+            assert!(!super::shown(url).contains("a/b"));
         }
+        let err = Server::parse("postgresql://app:a/b?c@db/jobs")
+            .err()
+            .unwrap();
+        assert!(!err.contains("a/b"), "{err}");
     }
 
     #[test]
@@ -299,7 +247,7 @@ mod tests {
         assert_eq!(server.config.get_ssl_mode(), SslMode::Require);
         assert_eq!(
             server.shown,
-            "postgres://app@db/jobs?sslmode=verify-full&sslrootcert=/ca.crt"
+            "postgres://app:***@db/jobs?sslmode=verify-full&sslrootcert=/ca.crt"
         );
         let server = Server::parse("host=/run/postgresql sslmode=verify-full").unwrap();
         assert_eq!(server.config.get_ssl_mode(), SslMode::Disable);
@@ -315,7 +263,7 @@ mod tests {
         let server = Server::parse("postgres://app:pw@db:6432/jobs?application_name=x").unwrap();
         assert_eq!(
             server.shown,
-            "postgres://app@db:6432/jobs?application_name=x"
+            "postgres://app:***@db:6432/jobs?application_name=x"
         );
         assert_eq!(server.config.get_user(), Some("app"));
         assert_eq!(server.config.get_password(), Some(&b"pw"[..]));

@@ -3,15 +3,15 @@
 //! `PGSSLCERT` and `PGSSLKEY`, else libpq's files in `~/.postgresql/`.
 //!
 //! tokio-postgres's parser knows only `disable`, `prefer` and `require`, and
-//! none of the file parameters: they are taken out of the string before it
-//! parses the rest, and [`tls`](crate::tls) carries them out.
+//! none of the file parameters: they are taken out of the parsed string
+//! before it reads the rest, and [`tls`](crate::tls) carries them out.
 
 use std::path::PathBuf;
 
 use tokio_postgres::config::SslMode as Negotiation;
 
 /// The parameters taken out of the connection string.
-const NAMES: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
+pub(crate) const NAMES: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
 /// libpq's `sslmode`: whether to encrypt, and what to check of the server's
 /// certificate.
@@ -87,17 +87,12 @@ pub(crate) struct SslParams {
 }
 
 impl SslParams {
-    /// Takes the TLS parameters out of `conninfo` (a `postgres://` URL or
-    /// libpq's `key=value` form) and returns the rest, for tokio-postgres,
-    /// with them. A parameter given twice counts by its last value, as in
-    /// libpq.
-    pub(crate) fn take(conninfo: &str) -> Result<(String, SslParams), String> {
-        let mut found = Vec::new();
-        let rest = if conninfo.starts_with("postgres://") || conninfo.starts_with("postgresql://") {
-            take_from_url(conninfo, &mut found)?
-        } else {
-            take_from_keywords(conninfo, &mut found)
-        };
+    /// The TLS parameters from those `given` in the connection string
+    /// (taken out of it by [`ConnInfo::split`](crate::conninfo::ConnInfo::split)
+    /// with [`NAMES`], since tokio-postgres knows none but three modes), with
+    /// libpq's defaults. A parameter given twice counts by its last value,
+    /// as in libpq.
+    pub(crate) fn from_given(found: &[(String, String)]) -> Result<SslParams, String> {
         let given = |name: &str| {
             found
                 .iter()
@@ -132,117 +127,22 @@ impl SslParams {
                     .to_owned(),
             );
         }
-        Ok((
-            rest,
-            SslParams {
-                mode,
-                root_cert: file("sslrootcert", "PGSSLROOTCERT", "root.crt"),
-                cert: file("sslcert", "PGSSLCERT", "postgresql.crt"),
-                key: file("sslkey", "PGSSLKEY", "postgresql.key"),
-            },
-        ))
+        Ok(SslParams {
+            mode,
+            root_cert: file("sslrootcert", "PGSSLROOTCERT", "root.crt"),
+            cert: file("sslcert", "PGSSLCERT", "postgresql.crt"),
+            key: file("sslkey", "PGSSLKEY", "postgresql.key"),
+        })
     }
-}
-
-/// The URL without the TLS parameters of its query string, which go to
-/// `found` decoded.
-fn take_from_url(url: &str, found: &mut Vec<(String, String)>) -> Result<String, String> {
-    let Some(q) = url.find('?') else {
-        return Ok(url.to_owned());
-    };
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8()
-            .map(|s| s.into_owned())
-            .map_err(|_| format!("the parameter `{s}` is not UTF-8 once decoded"))
-    };
-    let mut kept = Vec::new();
-    for pair in url[q + 1..].split('&') {
-        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let name = decode(name)?;
-        if NAMES.contains(&name.as_str()) {
-            found.push((name, decode(value)?));
-        } else {
-            kept.push(pair);
-        }
-    }
-    let mut rest = url[..q].to_owned();
-    if !kept.is_empty() {
-        rest.push('?');
-        rest.push_str(&kept.join("&"));
-    }
-    Ok(rest)
-}
-
-/// libpq's `key = value` form without the TLS parameters, which go to
-/// `found` unquoted. What does not parse is left as it is, for
-/// tokio-postgres's parser to name.
-fn take_from_keywords(text: &str, found: &mut Vec<(String, String)>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    loop {
-        let pair = rest.trim_start();
-        let lead = &rest[..rest.len() - pair.len()];
-        if pair.is_empty() {
-            break;
-        }
-        let key_end = pair
-            .find(|c: char| c == '=' || c.is_whitespace())
-            .unwrap_or(pair.len());
-        let key = &pair[..key_end];
-        let after_key = pair[key_end..].trim_start();
-        let Some(value) = after_key.strip_prefix('=') else {
-            out.push_str(rest);
-            return out;
-        };
-        let value = value.trim_start();
-        let (unquoted, used) = keyword_value(value);
-        let len = pair.len() - value.len() + used;
-        if NAMES.contains(&key) {
-            found.push((key.to_owned(), unquoted));
-        } else {
-            out.push_str(lead);
-            out.push_str(&pair[..len]);
-        }
-        rest = &pair[len..];
-    }
-    out
-}
-
-/// A `key=value` value: quoted (`'…'`, with `\'` and `\\`) or up to the
-/// next blank (with `\` escaping the next character); and how many bytes it
-/// took.
-fn keyword_value(text: &str) -> (String, usize) {
-    let mut value = String::new();
-    let quoted = text.starts_with('\'');
-    let mut chars = text.char_indices().skip(usize::from(quoted));
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '\\' => {
-                if let Some((_, next)) = chars.next() {
-                    value.push(next);
-                }
-            }
-            '\'' if quoted => return (value, i + 1),
-            c if !quoted && c.is_whitespace() => return (value, i),
-            c => value.push(c),
-        }
-    }
-    (value, text.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conninfo::ConnInfo;
 
     fn take(s: &str) -> (String, Vec<(String, String)>) {
-        let mut found = Vec::new();
-        let rest = if s.starts_with("postgres://") {
-            take_from_url(s, &mut found).unwrap()
-        } else {
-            take_from_keywords(s, &mut found)
-        };
-        (rest, found)
+        ConnInfo::parse(s).unwrap().split(&NAMES)
     }
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -258,20 +158,16 @@ mod tests {
                 "postgres://app@db/jobs?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca%20x.crt"
             ),
             (
-                "postgres://app@db/jobs?application_name=x".to_owned(),
+                "user='app' host='db' dbname='jobs' application_name='x'".to_owned(),
                 pairs(&[("sslmode", "verify-full"), ("sslrootcert", "/etc/ca x.crt")])
             )
         );
         assert_eq!(
             take("postgres://db/jobs?sslmode=require"),
             (
-                "postgres://db/jobs".to_owned(),
+                "host='db' dbname='jobs'".to_owned(),
                 pairs(&[("sslmode", "require")])
             )
-        );
-        assert_eq!(
-            take("postgres://db/jobs"),
-            ("postgres://db/jobs".to_owned(), vec![])
         );
     }
 
@@ -282,7 +178,7 @@ mod tests {
                 "host=db sslmode = verify-ca password='a b\\'c' sslrootcert='/etc/my ca.crt' sslkey=/k\\ ey dbname=jobs"
             ),
             (
-                "host=db password='a b\\'c' dbname=jobs".to_owned(),
+                "host='db' password='a b\\'c' dbname='jobs'".to_owned(),
                 pairs(&[
                     ("sslmode", "verify-ca"),
                     ("sslrootcert", "/etc/my ca.crt"),
@@ -290,8 +186,6 @@ mod tests {
                 ])
             )
         );
-        // What does not parse is left for tokio-postgres to name.
-        assert_eq!(take("host=db junk").0, "host=db junk");
     }
 
     #[test]
@@ -310,13 +204,12 @@ mod tests {
         }
         let err = SslMode::parse("verify_full").unwrap_err();
         assert!(err.contains("verify-full"), "{err}");
-        let (rest, params) = SslParams::take(
-            "postgres://db/x?sslmode=verify-full&sslrootcert=/ca.crt&sslmode=verify-ca",
-        )
-        .unwrap();
-        assert_eq!(rest, "postgres://db/x");
+        let (rest, found) =
+            take("postgres://db/x?sslmode=verify-full&sslrootcert=/ca.crt&sslmode=verify-ca");
+        let params = SslParams::from_given(&found).unwrap();
+        assert_eq!(rest, "host='db' dbname='x'");
         assert_eq!(params.mode, SslMode::VerifyCa, "the last one counts");
         assert_eq!(params.root_cert, Some(PathBuf::from("/ca.crt")));
-        assert!(SslParams::take("postgres://db/x?sslrootcert=system").is_err());
+        assert!(SslParams::from_given(&take("postgres://db/x?sslrootcert=system").1).is_err());
     }
 }

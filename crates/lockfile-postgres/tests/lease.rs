@@ -238,7 +238,10 @@ fn a_role_with_only_the_documented_grants_runs_and_a_missing_table_names_init() 
     assert!(message.contains("lockfile postgres init"), "{message}");
     assert!(!message.contains(PASSWORD), "{message}");
     assert!(
-        message.contains(&format!("postgres://app@127.0.0.1:{}/postgres", pg.port)),
+        message.contains(&format!(
+            "postgres://app:***@127.0.0.1:{}/postgres",
+            pg.port
+        )),
         "{message}"
     );
 }

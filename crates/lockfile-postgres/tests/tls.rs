@@ -123,7 +123,7 @@ fn verify_full_refuses_a_host_the_certificate_does_not_name_and_verify_ca_accept
         "not valid for name",
         "127.0.0.1",
         "localhost",
-        "postgres://lease@127.0.0.1:",
+        "postgres://lease:***@127.0.0.1:",
     ] {
         assert!(err.contains(says), "{says:?} in {err}");
     }

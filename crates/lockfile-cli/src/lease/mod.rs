@@ -20,11 +20,16 @@ pub(crate) mod run;
 pub(crate) fn engine(args: &EngineArgs, listen: Option<String>) -> Result<Box<dyn Engine>, i32> {
     if let Some(endpoints) = &args.etcd {
         #[cfg(feature = "etcd")]
-        return Ok(Box::new(
-            lockfile_etcd::LeaseOptions::new()
+        {
+            let engine = lockfile_etcd::LeaseOptions::new()
                 .endpoints(list(endpoints))
-                .clone(),
-        ));
+                .clone();
+            if let Err(lockfile_lease::Error::InvalidOptions { reason, .. }) = engine.check() {
+                errln!("lockfile: --etcd: {reason}");
+                return Err(exit::USAGE);
+            }
+            return Ok(Box::new(engine));
+        }
         #[cfg(not(feature = "etcd"))]
         {
             let _ = endpoints;
@@ -40,6 +45,13 @@ pub(crate) fn engine(args: &EngineArgs, listen: Option<String>) -> Result<Box<dy
             }
             if let Some(listen) = listen {
                 engine.listen(listen);
+            }
+            // The URL is read here once for every command, so that one
+            // that cannot be read is a usage error naming the byte at
+            // fault, never echoed.
+            if let Err(lockfile_lease::Error::InvalidOptions { reason, .. }) = engine.check() {
+                errln!("lockfile: --postgres: {reason}");
+                return Err(exit::USAGE);
             }
             return Ok(Box::new(engine));
         }

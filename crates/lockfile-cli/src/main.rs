@@ -12,6 +12,8 @@
 //!   pings, and the exposition format they share with `inspect`;
 //! - `flock/`: the `flock` personality, util-linux flock(1)'s command line;
 //! - `inspect/`, `check.rs`, `reap.rs`, `beat.rs`: the other subcommands;
+//! - `term.rs`, `log.rs`: what we print for a person, and the structured
+//!   events, escaped so that no one else's string reaches a terminal raw;
 //! - `files.rs`, `atomic.rs`: the files kept beside the lock, opened and
 //!   replaced so that nothing planted in a shared directory can hang or
 //!   fool the command.
@@ -56,6 +58,7 @@ mod files;
 mod flock;
 mod inspect;
 mod lease;
+mod log;
 mod monitor;
 mod reap;
 mod run;
@@ -67,7 +70,7 @@ use std::ffi::OsString;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, LogFormat};
+use crate::cli::{Cli, Command};
 
 fn main() {
     let argv: Vec<OsString> = std::env::args_os().collect();
@@ -94,7 +97,7 @@ fn main() {
         }
     };
     if let Some(format) = cli.log_format {
-        init_logging(format);
+        log::init(format);
     }
     // A lease engine (`--etcd`) hands `run` and `inspect` to the lease
     // module: a lease and a file lock share COMMAND's supervision, the
@@ -147,28 +150,5 @@ fn run_translated(run_args: Vec<OsString>) -> i32 {
         }) => run::run(run),
         Ok(_) => unreachable!("the translation always names `run`"),
         Err(e) => flock::usage(&e.to_string()),
-    }
-}
-
-/// Sends the library's `tracing` events to stderr. The level comes from
-/// `LOCKFILE_LOG`: a level (`debug`), or targets with levels
-/// (`lockfile=debug,warn`); `info` when it is unset or unreadable. (A
-/// `Targets` filter, not an `EnvFilter`: the same directives but span and
-/// field filters, without a regex engine in every start-up.)
-fn init_logging(format: LogFormat) {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    let filter: tracing_subscriber::filter::Targets = std::env::var("LOCKFILE_LOG")
-        .ok()
-        .and_then(|directives| directives.parse().ok())
-        .unwrap_or_else(|| {
-            tracing_subscriber::filter::Targets::new()
-                .with_default(tracing::level_filters::LevelFilter::INFO)
-        });
-    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let registry = tracing_subscriber::registry().with(filter);
-    match format {
-        LogFormat::Json => registry.with(layer.json().flatten_event(true)).init(),
-        LogFormat::Text => registry.with(layer).init(),
     }
 }

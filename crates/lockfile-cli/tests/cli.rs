@@ -789,3 +789,54 @@ fn escape_sequences_from_records_and_process_names_are_printed_escaped() {
     holder.signal("TERM");
     holder.reap();
 }
+
+/// The structured events carry others' strings too: a holder's hostname
+/// from a record that anyone who can write the file planted. Text events
+/// escape it as the human lines do (no raw ESC, BEL, CR or newline, no
+/// colour codes on a stderr that is not a terminal); JSON events keep the
+/// value, in escapes that JSON readers decode to the same string.
+#[test]
+fn structured_events_escape_what_others_wrote() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let host = "h\x1b]0;PWNED\x07\r\x1b[2J\u{9b}31m\nlockfile: forged\u{7f}";
+    let record = serde_json::json!({
+        "format": 1,
+        "released": false,
+        "owner": {
+            "pid": 1,
+            "hostname": host,
+            "boot_id": "7391e741-d913-47ce-a5c8-95fc8068d337",
+            "start_time": 1,
+            "token": "7d9e34b2-2f34-4977-81b7-df75223c97d9",
+            "job": "planted",
+            "acquired_at": "2026-01-01T00:00:00Z",
+            "heartbeat_interval_ms": 30000,
+        }
+    });
+    std::fs::write(&lock, record.to_string()).unwrap();
+    let mut holder = Command::new("flock");
+    holder.args([s(&lock), "sh", "-c", &format!("echo ready; {LOOP}")]);
+    let (_holder, line) = Background::start(holder);
+    assert_eq!(line, "ready");
+
+    let out = run_output(&["--log-format", "text", "run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("lock_contended"), "{err}");
+    assert!(err.contains("]0;PWNED"), "{err}");
+    let raw = |c: char| c.is_control() && c != '\n';
+    assert!(!err.chars().any(raw), "{err:?}");
+    assert!(!err.contains("\nlockfile: forged"), "{err:?}");
+
+    let out = run_output(&["--log-format", "json", "run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.chars().any(raw), "{err:?}");
+    let event: Value = err
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["event"] == "lock_contended")
+        .unwrap_or_else(|| panic!("no lock_contended event: {err}"));
+    assert_eq!(event["holder_host"], host, "{err}");
+}

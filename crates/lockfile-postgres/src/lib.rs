@@ -11,7 +11,7 @@
 //!
 //! # fn main() -> Result<(), lockfile_postgres::Error> {
 //! // Once, by a role that may create the schema: `lockfile postgres init URL`.
-//! let engine = LeaseOptions::new("postgres://app@db.internal/jobs");
+//! let engine = LeaseOptions::new("postgres://app@db.internal/jobs?sslmode=verify-full&channel_binding=require");
 //! match engine.acquire("nightly-report", &LeaseRequest::new().ttl(Duration::from_secs(10))) {
 //!     Ok(lease) => {
 //!         for batch in 0..3 {

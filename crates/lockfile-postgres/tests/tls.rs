@@ -310,3 +310,35 @@ fn a_client_certificate_logs_in_and_a_key_others_may_read_is_refused() {
         "{err}"
     );
 }
+
+/// A server that asks for no password (AuthenticationOk at once) is what a
+/// man in the middle answers under `require`, where no certificate is
+/// checked: the password in the URL does not stop it, and its rows would
+/// be believed. `channel_binding=require` refuses it, naming the cause;
+/// the docs say so (and the trusting server stands for the man in the
+/// middle: both skip the password exchange).
+#[test]
+fn channel_binding_require_refuses_a_server_that_asks_for_no_password() {
+    let pg = Postgres::start_with_tls("DNS:localhost");
+    let url = format!(
+        "postgres://trusting:{PASSWORD}@127.0.0.1:{}/postgres",
+        pg.port
+    );
+    // Without channel binding required, a connection that exchanged no
+    // password goes on.
+    let lease = engine(
+        &with(&url, &[("sslmode", "require")]),
+        Duration::from_secs(5),
+    )
+    .acquire("unbound", &try_now())
+    .unwrap();
+    lease.release().unwrap();
+    let err = refused(
+        &with(
+            &url,
+            &[("sslmode", "require"), ("channel_binding", "require")],
+        ),
+        "bound",
+    );
+    assert!(err.contains("channel binding"), "{err}");
+}

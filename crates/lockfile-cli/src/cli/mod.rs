@@ -445,7 +445,9 @@ pub(crate) struct EngineArgs {
 
     /// Leases on PostgreSQL instead of lock files: a connection URL
     /// (postgres://USER@HOST:PORT/DB, with libpq's parameters such as
-    /// sslmode or target_session_attrs=read-write). The lock file argument
+    /// sslmode or target_session_attrs=read-write; across a network that is
+    /// not yours, sslmode=verify-full with channel_binding=require: the
+    /// weaker modes do not stop a man in the middle). The lock file argument
     /// is then a lease NAME. Give the password through PGPASSWORD or
     /// ~/.pgpass, not here: a command line is readable by every local user.
     /// The tables come from `lockfile postgres init`. Without --postgres

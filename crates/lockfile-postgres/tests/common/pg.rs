@@ -155,7 +155,8 @@ impl Postgres {
     /// ([`root_cert`](Self::root_cert)), a second CA that signed nothing
     /// here ([`other_root_cert`](Self::other_root_cert)), and a client
     /// certificate for the role `certuser`, which logs in by certificate
-    /// alone ([`client_cert`](Self::client_cert)).
+    /// alone ([`client_cert`](Self::client_cert)); the role `trusting`
+    /// logs in with no password asked.
     pub fn start_with_tls(san: &str) -> Postgres {
         let pg = Postgres::initialized(&[]);
         let dir = pg.dir.path();
@@ -269,12 +270,16 @@ impl Postgres {
             data.join("pg_hba.conf"),
             "local all all trust\n\
              hostssl all certuser 127.0.0.1/32 cert\n\
+             hostssl all trusting 127.0.0.1/32 trust\n\
              hostssl all all 127.0.0.1/32 scram-sha-256\n\
              hostssl all all ::1/128 scram-sha-256\n",
         )
         .unwrap();
         let pg = pg.started();
         pg.psql("CREATE ROLE certuser LOGIN SUPERUSER");
+        // A role the server lets in without a password, as a man in the
+        // middle that answers AuthenticationOk does.
+        pg.psql("CREATE ROLE trusting LOGIN SUPERUSER");
         pg
     }
 

@@ -19,6 +19,11 @@ pub(crate) const OURS_AS_LINKED: &str = "… the linker's own file";
 /// The installed copy through a symlink named `flock`, as the drop-in is
 /// installed: `flock -n FILE true` in its flock(1) personality.
 pub(crate) const OURS_AS_FLOCK: &str = "lockfile as flock: flock -n FILE true";
+/// A second start of the same binary, which is what the keeper adds to a
+/// lease's run (the keeper is the binary re-executed; COMMAND's own spawn
+/// moves into it and costs no more): `--version`, which ends at once with
+/// status 0 after the same start-up and a little more (clap's parse).
+pub(crate) const OURS_START: &str = "lockfile --version (the keeper's start-up, at most)";
 pub(crate) const LAUNCHER_RSS: &str = "rss|launcher fork + _exit";
 
 /// A command line to time.
@@ -37,9 +42,9 @@ pub(crate) fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The programs: `true`, flock(1) (`Err` with the reason when missing), and
+/// The programs: `true`, flock(1) (`Err` with the reason when missing),
 /// ours twice, as a copy of `lockfile_bin` in `dir` and as `lockfile_bin`
-/// itself.
+/// itself, ours as flock(1), and the copy's bare start-up.
 ///
 /// Why both: the page cache of a file the linker wrote is built in smaller
 /// pieces than that of a file written by write(2) or copy_file_range(2), as
@@ -50,7 +55,7 @@ pub(crate) fn which(name: &str) -> Option<PathBuf> {
 pub(crate) fn programs(
     dir: &Path,
     lockfile_bin: &Path,
-) -> Result<(Program, std::result::Result<Program, String>, [Program; 3])> {
+) -> Result<(Program, std::result::Result<Program, String>, [Program; 4])> {
     let true_bin = which("true").context("`true` is not on PATH")?;
     let truth = Program {
         name: TRUE,
@@ -93,6 +98,11 @@ pub(crate) fn programs(
         program: as_flock,
         args: vec!["-n".into(), dir.join("flock2.lock").into(), "true".into()],
     };
+    let start = Program {
+        name: OURS_START,
+        program: installed.clone(),
+        args: vec!["--version".into()],
+    };
     Ok((
         truth,
         flock,
@@ -100,6 +110,7 @@ pub(crate) fn programs(
             ours(OURS, &installed),
             ours(OURS_AS_LINKED, lockfile_bin),
             ours_as_flock,
+            start,
         ],
     ))
 }

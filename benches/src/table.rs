@@ -412,6 +412,7 @@ impl Report {
             process::OURS,
             process::OURS_AS_LINKED,
             process::OURS_AS_FLOCK,
+            process::OURS_START,
         ] {
             if !r.has(name) {
                 let why = flock_missing.clone().unwrap_or_default();

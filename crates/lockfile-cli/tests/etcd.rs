@@ -95,11 +95,11 @@ fn the_command_runs_with_a_fencing_token_and_its_status_passes_through() {
 #[test]
 fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
     let etcd = Etcd::start();
-    let (holder, _) = start(
+    let (holder, token) = start(
         &etcd,
         &["--job", "report"],
         "nightly",
-        "echo ready; sleep 30",
+        "echo \"$LOCKFILE_TOKEN\"; sleep 30",
     );
 
     let out = lockfile()
@@ -119,6 +119,8 @@ fn contention_exits_with_the_conflict_status_and_inspect_names_the_holder() {
     for key in ["pid", "hostname", "token", "job", "acquired_at"] {
         assert!(!r["owner"][key].is_null(), "owner.{key} in {r}");
     }
+    // COMMAND knows its run by the token of the record, as under a file.
+    assert_eq!(r["owner"]["token"], token, "{r}");
     assert!(r["fencing_token"].as_u64().unwrap() > 0);
     assert!(r["ttl_remaining_seconds"].as_f64().is_some());
 

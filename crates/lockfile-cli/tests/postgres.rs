@@ -89,13 +89,12 @@ fn runs_skips_tokens_history_and_the_json_shape_as_under_etcd() {
         let second: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(second > first, "tokens rise: {first} then {second}");
 
-        let (_holder, ready) = start(
+        let (_holder, token) = start(
             &url,
             &["--job", "report", "--max-runtime", "1h"],
             "held",
-            "echo ready; sleep 30",
+            "echo \"$LOCKFILE_TOKEN\"; sleep 30",
         );
-        assert_eq!(ready, "ready");
         let out = lockfile()
             .args(["run", "-n", "--postgres", &url, "held", "true"])
             .bounded_output();
@@ -107,6 +106,8 @@ fn runs_skips_tokens_history_and_the_json_shape_as_under_etcd() {
         assert_eq!(code(&out), 3, "{}", stderr(&out));
         let reports: Value = serde_json::from_slice(&out.stdout).unwrap();
         let held = &reports[0];
+        // COMMAND knows its run by the token of the record, as under a file.
+        assert_eq!(held["owner"]["token"], token, "{held}");
         for key in [
             "engine",
             "name",

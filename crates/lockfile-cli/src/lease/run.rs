@@ -238,6 +238,9 @@ fn run_leased(
             guard.fencing_token().to_string().into(),
         ),
         ("LOCKFILE_LEASE", guard.name().into()),
+        // The run's identity, as under a file lock (`LOCKFILE_TOKEN`): the
+        // token of its owner record, never the fencing token.
+        ("LOCKFILE_TOKEN", guard.record().token.to_string().into()),
     ];
     env.extend(tick::env(guard.claim()));
     // Through the keeper, which stops the whole tree should we die: nobody

@@ -1164,8 +1164,9 @@ fn check_once_per_alarms_on_a_lease_that_missed_ticks() {
 fn a_run_dated_years_ahead_never_mutes_check_on_a_lease() {
     common::ticks::require_faketime();
     let etcd = Etcd::start();
-    let out = std::process::Command::new("env")
-        .args(["FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "+3650d"])
+    let faked = common::ticks::faked("+3650d");
+    let out = std::process::Command::new(&faked[0])
+        .args(&faked[1..])
         .arg(env!("CARGO_BIN_EXE_lockfile"))
         .args([
             "run",

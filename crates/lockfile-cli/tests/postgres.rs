@@ -444,20 +444,11 @@ fn clocks_minutes_ahead_still_run_each_tick_once() {
     let ahead = |i: usize| {
         let tick = asked.get() / common::ticks::OFFSETS.len();
         asked.set(asked.get() + 1);
-        let offset = match (i, tick % 2) {
-            (0, 0) | (1, 1) => "+90",
-            (0, 1) | (1, 0) => "+300",
-            _ => return Vec::new(),
-        };
-        [
-            "env",
-            "FAKETIME_DONT_FAKE_MONOTONIC=1",
-            "faketime",
-            "-f",
-            offset,
-        ]
-        .map(str::to_owned)
-        .to_vec()
+        match (i, tick % 2) {
+            (0, 0) | (1, 1) => common::ticks::faked("+90"),
+            (0, 1) | (1, 0) => common::ticks::faked("+300"),
+            _ => Vec::new(),
+        }
     };
     let (_, by_claimed) = common::ticks::fire(3, &args, ahead, &log);
     common::ticks::assert_once_per_tick(&by_claimed, first, 3);
@@ -478,8 +469,9 @@ fn a_host_ten_years_ahead_writes_the_servers_times() {
     let pg = server();
     let url = pg.url();
     let before = pg.psql("SELECT extract(epoch FROM clock_timestamp())");
-    let mut cmd = common::in_a_standard_state(Command::new("env"));
-    cmd.args(["FAKETIME_DONT_FAKE_MONOTONIC=1", "faketime", "-f", "+3650d"])
+    let faked = common::ticks::faked("+3650d");
+    let mut cmd = common::in_a_standard_state(Command::new(&faked[0]));
+    cmd.args(&faked[1..])
         .arg(env!("CARGO_BIN_EXE_lockfile"))
         .args(["run", "--postgres", &url, "--once-per", "1h", "decade"])
         .args(["sh", "-c", "sleep 0.2"]);

@@ -102,11 +102,16 @@ pub(crate) fn fire(
 /// 20 s behind, the third's 20 s ahead, under libfaketime; the monotonic
 /// clock, which a lease's deadline runs on, is left alone.
 pub(crate) fn skewed(i: usize) -> Vec<String> {
-    let offset = match i {
-        1 => "-20",
-        2 => "+20",
-        _ => return Vec::new(),
-    };
+    match i {
+        1 => faked("-20"),
+        2 => faked("+20"),
+        _ => Vec::new(),
+    }
+}
+
+/// The prefix that runs a command with its wall clock `offset` (libfaketime's
+/// `+90`, `-20`, `+3650d`) away, its monotonic clock left alone.
+pub(crate) fn faked(offset: &str) -> Vec<String> {
     [
         "env",
         "FAKETIME_DONT_FAKE_MONOTONIC=1",

@@ -297,3 +297,34 @@ fn another_users_metrics_file_is_not_carried_forward() {
     assert_started_anew(&dir, &file, &lock);
     assert_eq!(std::fs::metadata(&file).unwrap().uid(), 0);
 }
+
+/// Anyone who may create a file in a shared lock directory may name it
+/// with bytes that are not UTF-8. `inspect --json` and `reap --json` of the
+/// directory still report every file (they crashed, exit 101), and give
+/// that path in the documented escaped form, which reads back to its bytes.
+#[test]
+fn a_file_name_that_is_not_utf8_never_breaks_a_json_report() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = Dir::new();
+    let name = std::ffi::OsStr::from_bytes(b"bad\xff\\name.lock");
+    std::fs::write(dir.path("ok.lock"), "").unwrap();
+    std::fs::write(dir.tmp.path().join(name), "").unwrap();
+    let escaped = format!("{}/bad\\xff\\\\name.lock", s(dir.tmp.path()));
+    for args in [["inspect", "--json"], ["reap", "--json"]] {
+        let out = lockfile().args(args).arg(dir.tmp.path()).bounded_output();
+        assert_eq!(code(&out), 0, "{args:?}: {}", stderr(&out));
+        let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let reports = reports.as_array().unwrap();
+        assert_eq!(reports.len(), 2, "{reports:?}");
+        let bad = reports
+            .iter()
+            .find(|r| r["path_escaped"] == true)
+            .unwrap_or_else(|| panic!("{args:?}: {reports:?}"));
+        assert_eq!(bad["path"], escaped.as_str(), "{args:?}");
+        let ok = reports
+            .iter()
+            .find(|r| r["path_escaped"].is_null())
+            .unwrap();
+        assert_eq!(ok["path"], s(&dir.path("ok.lock")), "{args:?}");
+    }
+}

@@ -110,11 +110,13 @@ fn json(outcomes: &[Outcome]) -> String {
         .iter()
         .map(|(path, r)| match r {
             Ok(report) => serde_json::to_value(report).expect("a report serialises"),
-            Err(e) => serde_json::json!({
-                "path": path,
-                "state": null,
-                "error": e.to_string(),
-            }),
+            Err(e) => {
+                let mut value = serde_json::to_value(lockfile::inspect::JsonPath(path))
+                    .expect("a path serialises");
+                value["state"] = serde_json::Value::Null;
+                value["error"] = e.to_string().into();
+                value
+            }
         })
         .collect();
     json_array(&values)

@@ -5,6 +5,7 @@
 
 mod finding;
 mod health;
+mod json_path;
 mod liveness;
 mod open;
 mod options;
@@ -16,6 +17,7 @@ use std::path::Path;
 
 pub use finding::{Described, Finding, Severity, Status, TimeField, Undecided};
 pub use health::Unhealthy;
+pub use json_path::JsonPath;
 pub(crate) use liveness::{Liveness, judge_owner};
 pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};
 pub use options::{BelievedHistory, InspectOptions};

@@ -2,7 +2,7 @@
 //! and the JSON shape `lockfile inspect --json` prints.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use serde::{Serialize, Serializer};
@@ -155,7 +155,8 @@ impl Serialize for LockReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct ReportJson<'a> {
-            path: &'a Path,
+            #[serde(flatten)]
+            path: super::JsonPath<'a>,
             state: LockState,
             owner: Option<&'a OwnerRecord>,
             released: bool,
@@ -176,7 +177,7 @@ impl Serialize for LockReport {
             findings: Vec<Described<'a>>,
         }
         ReportJson {
-            path: &self.path,
+            path: super::JsonPath(&self.path),
             state: self.state,
             owner: self.owner.as_ref(),
             released: self.released,

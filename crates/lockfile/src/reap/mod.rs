@@ -120,7 +120,8 @@ impl Serialize for ReapEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct EntryJson<'a> {
-            path: &'a Path,
+            #[serde(flatten)]
+            path: crate::inspect::JsonPath<'a>,
             state: Option<LockState>,
             action: ReapAction,
             reason: String,
@@ -128,7 +129,7 @@ impl Serialize for ReapEntry {
             owner: Option<&'a OwnerRecord>,
         }
         EntryJson {
-            path: &self.path,
+            path: crate::inspect::JsonPath(&self.path),
             state: self.state,
             action: self.action,
             reason: self.reason.to_string(),

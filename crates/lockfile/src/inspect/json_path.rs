@@ -1,0 +1,101 @@
+//! A path in the JSON documents (`inspect --json`, `reap --json`).
+//!
+//! A path is bytes, and JSON strings are Unicode: serde's own form fails
+//! on a path that is not UTF-8, and anyone who may create a file in a
+//! shared lock directory can name one so (`bad\xff.lock`), which would
+//! make every report of the directory fail. So a path is written as:
+//!
+//! - `"path": "…"`, the path itself, when it is UTF-8 (every path of ours);
+//! - otherwise `"path": "…"` with each byte that is not UTF-8 written as
+//!   `\xHH` and each backslash as `\\`, and `"path_escaped": true`. Reading
+//!   `\\` as a backslash and `\xHH` as the byte HH gives the path back,
+//!   byte for byte.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+
+use serde::ser::{Serialize, SerializeMap as _, Serializer};
+
+/// `path` as the `path` (and `path_escaped`) entries of a JSON object;
+/// flatten it into the object (`#[serde(flatten)]`), or serialise it alone
+/// for an object of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonPath<'a>(pub &'a Path);
+
+impl JsonPath<'_> {
+    /// The string the `path` entry holds, and whether it is escaped.
+    pub fn text(&self) -> (Cow<'_, str>, bool) {
+        let bytes = self.0.as_os_str().as_bytes();
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            return (Cow::Borrowed(text), false);
+        }
+        let mut out = String::with_capacity(bytes.len() + 8);
+        for chunk in bytes.utf8_chunks() {
+            out.push_str(&chunk.valid().replace('\\', "\\\\"));
+            for b in chunk.invalid() {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+        (Cow::Owned(out), true)
+    }
+}
+
+impl Serialize for JsonPath<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (text, escaped) = self.text();
+        let mut map = s.serialize_map(Some(1 + usize::from(escaped)))?;
+        map.serialize_entry("path", &text)?;
+        if escaped {
+            map.serialize_entry("path_escaped", &true)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    /// The reading the module documents.
+    fn unescape(text: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = text.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            match (b, tail) {
+                (b'\\', [b'\\', tail @ ..]) => {
+                    out.push(b'\\');
+                    rest = tail;
+                }
+                (b'\\', [b'x', h, l, tail @ ..]) => {
+                    let hex = std::str::from_utf8(&[*h, *l]).unwrap().to_owned();
+                    out.push(u8::from_str_radix(&hex, 16).unwrap());
+                    rest = tail;
+                }
+                _ => {
+                    out.push(b);
+                    rest = tail;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn utf8_paths_are_as_they_are_and_others_round_trip() {
+        let plain = Path::new("/run/lock/a\\b é.lock");
+        assert_eq!(
+            serde_json::to_value(JsonPath(plain)).unwrap(),
+            serde_json::json!({ "path": "/run/lock/a\\b é.lock" })
+        );
+        let raw: &[u8] = b"/tmp/bad\xffname\\x41\xc3.lock";
+        let path = Path::new(OsStr::from_bytes(raw));
+        let value = serde_json::to_value(JsonPath(path)).unwrap();
+        assert_eq!(value["path_escaped"], true);
+        let text = value["path"].as_str().unwrap();
+        assert_eq!(text, "/tmp/bad\\xffname\\\\x41\\xc3.lock");
+        assert_eq!(unescape(text), raw);
+    }
+}

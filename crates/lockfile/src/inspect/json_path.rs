@@ -21,6 +21,9 @@ use serde::ser::{Serialize, SerializeMap as _, Serializer};
 /// `path` as the `path` (and `path_escaped`) entries of a JSON object;
 /// flatten it into the object (`#[serde(flatten)]`), or serialise it alone
 /// for an object of its own.
+// Exhaustive on purpose: a wrapper to build around a path, with nothing
+// else it could ever hold.
+#[allow(clippy::exhaustive_structs)]
 #[derive(Clone, Copy, Debug)]
 pub struct JsonPath<'a>(pub &'a Path);
 

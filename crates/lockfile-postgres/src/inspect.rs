@@ -86,39 +86,70 @@ pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
                 &[],
             )
             .await;
-        // Every name with a row, held or not, or with a history.
-        let mut names: BTreeMap<String, (Option<Held>, Option<String>)> = BTreeMap::new();
+        // Every name with a row, held or not, or with a history. Any role
+        // that may write the tables may write any row: one that cannot be
+        // read is said in that name's report, and never keeps the others
+        // from being listed.
+        let mut names: BTreeMap<String, Named> = BTreeMap::new();
         for row in &rows {
-            let name: String = column(&conn, Operation::Read, row, 0)?;
-            let live: bool = column(&conn, Operation::Read, row, 1)?;
-            let held = if live {
-                Some(Held::from_row(&conn, row, 2)?)
-            } else {
-                None
+            // A row without a name to show has no report to go into.
+            let Ok(name) = column::<String>(&conn, Operation::Read, row, 0) else {
+                continue;
             };
-            names.entry(name).or_default().0 = held;
+            let held = column::<bool>(&conn, Operation::Read, row, 1)
+                .and_then(|live| live.then(|| Held::from_row(&conn, row, 2)).transpose());
+            names.entry(name).or_default().held = held.map_err(|e| e.to_string());
         }
         if let Ok(histories) = &histories {
             for row in histories {
-                let name: String = column(&conn, Operation::Read, row, 0)?;
-                let record: String = column(&conn, Operation::Read, row, 1)?;
-                names.entry(name).or_default().1 = Some(record);
+                let Ok(name) = column::<String>(&conn, Operation::Read, row, 0) else {
+                    continue;
+                };
+                let record = column::<String>(&conn, Operation::Read, row, 1);
+                names.entry(name).or_default().kept = Some(record.map_err(|e| e.to_string()));
             }
         }
         let mut reports = Vec::with_capacity(names.len());
-        for (name, (held, kept)) in names {
+        for (name, named) in names {
             // Rows whose names are not valid lease names are not ours.
             let Ok(key) = key_for(&opts.schema, &name) else {
                 continue;
             };
             let history = match &histories {
-                Ok(_) => kept.map(|r| History::decode(r.as_bytes())).transpose(),
+                Ok(_) => match named.kept {
+                    None => Ok(None),
+                    Some(Ok(r)) => History::decode(r.as_bytes()).map(Some),
+                    Some(Err(e)) => Err(e),
+                },
                 Err(e) => Err(e.to_string()),
             };
-            reports.push(report(&name, &key, held.as_ref(), history));
+            let mut report = match &named.held {
+                Ok(held) => report(&name, &key, held.as_ref(), history),
+                Err(_) => report(&name, &key, None, history),
+            };
+            if let Err(e) = named.held {
+                report.content_error = Some(format!("its lease row cannot be read: {e}"));
+            }
+            reports.push(report);
         }
         Ok(reports)
     })
+}
+
+/// What `inspect_all` read about one name: its lease row (none when free),
+/// and its history row, each or why it could not be read.
+struct Named {
+    held: std::result::Result<Option<Held>, String>,
+    kept: Option<std::result::Result<String, String>>,
+}
+
+impl Default for Named {
+    fn default() -> Named {
+        Named {
+            held: Ok(None),
+            kept: None,
+        }
+    }
 }
 
 /// The report on `name`, held as `held` says (free without it).

@@ -307,6 +307,11 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
         assert!(report.last_run.is_some(), "{report:?}");
     }
     assert_eq!(app.inspect("victim").unwrap().state, LeaseState::Free);
+    // No holder may ask for an expiry that is taken for a poisoned one.
+    let err = app
+        .acquire("other", &request().ttl(Duration::from_secs(366 * 86_400)))
+        .unwrap_err();
+    assert!(err.to_string().contains("the longest is 365 days"), "{err}");
 
     // The tick claim (`--once-per`) and the run's record both move the
     // version on, from the largest bigint back to 1 and then 2.

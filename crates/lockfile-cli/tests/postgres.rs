@@ -1414,6 +1414,13 @@ fn a_row_poisoned_by_a_dml_role_costs_neither_the_listing_nor_the_names_runs() {
         .map(|r| (r["name"].as_str().unwrap(), r["state"].as_str().unwrap()))
         .collect();
     assert_eq!(states, [("other", "free"), ("poisoned", "free")], "{all}");
+    assert!(
+        all[1]["content_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("treated as expired")),
+        "{all}"
+    );
+    assert!(all[0].get("content_error").is_none(), "{all}");
     let out = run(&url, &["--once-per", "1h"], "poisoned", "echo ran");
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");

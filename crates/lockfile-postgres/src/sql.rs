@@ -49,9 +49,10 @@ pub(crate) struct Statements {
     pub(crate) listen: String,
     /// The channel that releases notify: see [`channel`].
     pub(crate) channel: String,
-    /// $1 name. A row (token, owner JSON, TTL ms, remaining ms) when held.
+    /// $1 name. A row when the name has one: live, token, owner JSON, TTL
+    /// ms, remaining ms, and whether the expiry is past the longest TTL.
     pub(crate) inspect: String,
-    /// Every row: name, live, token, owner JSON, TTL ms, remaining ms.
+    /// Every row: name, then as `inspect`.
     pub(crate) inspect_all: String,
     /// $1 name. A row (version, history JSON) once a run was recorded.
     pub(crate) history: String,
@@ -192,12 +193,15 @@ SELECT r.fencing_token, pg_catalog.pg_notify({}, r.name)::pg_catalog.text FROM r
             literal(&channel)
         );
         let listen = format!("LISTEN {}", identifier(&channel));
+        // Whether the row's expiry is past the longest TTL: another role's
+        // write, which `inspect` says beside the (free) lease.
+        let beyond = format!("(l.expires_at {GT} ({NOW} {PLUS} {MAX_TTL}))");
         let inspect = format!(
-            "SELECT l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}
-  FROM {s}.leases l WHERE (l.name {EQ} $1) AND {live}"
+            "SELECT {live}, l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}, {beyond}
+  FROM {s}.leases l WHERE (l.name {EQ} $1)"
         );
         let inspect_all = format!(
-            "SELECT l.name, {live}, l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}
+            "SELECT l.name, {live}, l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}, {beyond}
   FROM {s}.leases l ORDER BY l.name"
         );
         let history = format!(

@@ -305,8 +305,17 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
     for report in &all {
         assert_eq!(report.state, LeaseState::Free, "{report:?}");
         assert!(report.last_run.is_some(), "{report:?}");
+        // The one impossible expiry is said beside its name.
+        let noted = report
+            .content_error
+            .as_deref()
+            .is_some_and(|e| e.contains("later than the longest TTL (365 days)"));
+        assert_eq!(noted, report.name == "victim", "{report:?}");
     }
-    assert_eq!(app.inspect("victim").unwrap().state, LeaseState::Free);
+    let victim = app.inspect("victim").unwrap();
+    assert_eq!(victim.state, LeaseState::Free);
+    assert!(victim.content_error.is_some(), "{victim:?}");
+    assert!(app.inspect("clock").unwrap().content_error.is_none());
     // No holder may ask for an expiry that is taken for a poisoned one.
     let err = app
         .acquire("other", &request().ttl(Duration::from_secs(366 * 86_400)))

@@ -1376,3 +1376,53 @@ fn a_failed_renewal_reaches_the_log_and_the_ping_with_the_url_rebuilt() {
         }
     }
 }
+
+/// A role with only the documented grants writes an expiry of `'infinity'`
+/// and a history version at the largest bigint into one name's rows:
+/// `inspect --postgres` of every name still lists every name, and a
+/// `--once-per` run of the poisoned name runs and is recorded.
+#[test]
+fn a_row_poisoned_by_a_dml_role_costs_neither_the_listing_nor_the_names_runs() {
+    let pg = server();
+    let url = pg.url();
+    for name in ["poisoned", "other"] {
+        let out = run(&url, &[], name, "true");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+    pg.psql("CREATE ROLE vandal NOLOGIN");
+    pg.psql(&lockfile_postgres::schema::grants("lockfile", "vandal"));
+    pg.psql(
+        "SET ROLE vandal; \
+         UPDATE lockfile.leases SET expires_at = 'infinity' WHERE name = 'poisoned'; \
+         UPDATE lockfile.history SET version = 9223372036854775807 WHERE name = 'poisoned'; \
+         RESET ROLE",
+    );
+    let out = inspect(&url, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let states: Vec<(&str, &str)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(states, [("other", "free"), ("poisoned", "free")], "{all}");
+    assert!(
+        all[1]["content_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("treated as expired")),
+        "{all}"
+    );
+    assert!(all[0].get("content_error").is_none(), "{all}");
+    let out = run(&url, &["--once-per", "1h"], "poisoned", "echo ran");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    assert_eq!(
+        pg.psql("SELECT version FROM lockfile.history WHERE name = 'poisoned'"),
+        "2"
+    );
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM lockfile.runs WHERE name = 'poisoned'"),
+        "2"
+    );
+}

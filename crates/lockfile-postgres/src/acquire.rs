@@ -17,6 +17,7 @@ use tokio_postgres::{Client, Row};
 
 use crate::conn::Conn;
 use crate::listen::{Listener, Starting};
+use crate::sql::MAX_TTL_MS;
 use crate::{Error, Operation, Result, ServerError};
 
 /// A lease just taken.
@@ -74,8 +75,13 @@ fn ttl_ms(conn: &Conn, ttl: Duration) -> Result<i64> {
     };
     match i64::try_from(ttl.as_millis()) {
         Ok(0) => Err(invalid("the TTL is under a millisecond".to_owned())),
-        Ok(ms) => Ok(ms),
-        Err(_) => Err(invalid(format!("a TTL of {ttl:?} is too long"))),
+        // Longer expiries are taken for another role's writes (see
+        // `MAX_TTL_MS`), so a lease may not ask for one.
+        Ok(ms) if ms <= MAX_TTL_MS => Ok(ms),
+        _ => Err(invalid(format!(
+            "a TTL of {ttl:?} is too long: the longest is {} days",
+            MAX_TTL_MS / 86_400_000
+        ))),
     }
 }
 
@@ -167,9 +173,20 @@ pub(crate) async fn acquire(
             pause = until - now;
             timer = Woken::Poll;
         }
+        // Any role may NOTIFY the channel, with any payload: a notification
+        // proves nothing, and a flood of them must not become a flood of
+        // acquire statements (each draws a token). So a notification wakes
+        // us only if the last attempt was not itself woken by one: the first
+        // after a timed attempt wakes at once (an honest release is seen
+        // without delay), and the pause after a notified attempt is a timed
+        // one. At most one attempt per poll interval is so owed to
+        // notifications. An honest release that comes during that pause,
+        // after a hostile notification, is seen when it ends: one poll
+        // interval later at the most.
+        let hearing = !matches!(woken, Woken::Notification);
         woken = tokio::select! {
             biased;
-            () = released(&mut listener, conn, name) => Woken::Notification,
+            () = released(&mut listener, conn, name), if hearing => Woken::Notification,
             // Subscribed: every release that commits from now on wakes us,
             // and one that committed since the last attempt is seen by
             // asking again at once.

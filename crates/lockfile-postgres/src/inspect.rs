@@ -15,6 +15,7 @@ use tokio_postgres::types::Type;
 use crate::acquire::column;
 use crate::conn::{self, Conn};
 use crate::key::{history_key_for, key_for, table_key};
+use crate::sql::MAX_TTL_MS;
 use crate::{ENGINE, LeaseOptions, Operation, Result, history};
 
 /// What a lease row says about its holder.
@@ -23,6 +24,34 @@ struct Held {
     owner: String,
     ttl_ms: i64,
     remaining_ms: i64,
+}
+
+/// What a lease row says: the holder when live, and whether its expiry is
+/// past the longest TTL (so treated as expired).
+struct Leased {
+    held: Option<Held>,
+    beyond: bool,
+}
+
+impl Leased {
+    /// Columns `at..at + 6` of `row`: live, the holder's four, beyond.
+    fn from_row(conn: &Conn, row: &Row, at: usize) -> Result<Leased> {
+        let live: bool = column(conn, Operation::Read, row, at)?;
+        Ok(Leased {
+            held: live
+                .then(|| Held::from_row(conn, row, at + 1))
+                .transpose()?,
+            beyond: column(conn, Operation::Read, row, at + 5)?,
+        })
+    }
+}
+
+/// The note on a row whose expiry is past the longest TTL.
+fn beyond_note() -> String {
+    format!(
+        "its row's expiry is later than the longest TTL ({} days) allows, as no holder writes it: treated as expired",
+        MAX_TTL_MS / 86_400_000
+    )
 }
 
 impl Held {
@@ -52,14 +81,19 @@ pub(crate) fn inspect(opts: &LeaseOptions, name: &str) -> Result<LeaseReport> {
                 &[(&name, Type::TEXT)],
             )
             .await?;
-        let held = rows
+        let leased = rows
             .first()
-            .map(|row| Held::from_row(&conn, row, 0))
+            .map(|row| Leased::from_row(&conn, row, 0))
             .transpose()?;
         // A read of its own: a role that may read the leases but not the
         // histories still gets the report.
         let history = history::read(&history_conn, &client, name).await;
-        Ok(report(name, &key, held.as_ref(), history))
+        let held = leased.as_ref().and_then(|l| l.held.as_ref());
+        let mut report = report(name, &key, held, history);
+        if leased.is_some_and(|l| l.beyond) {
+            report.content_error = Some(beyond_note());
+        }
+        Ok(report)
     })
 }
 
@@ -86,39 +120,74 @@ pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
                 &[],
             )
             .await;
-        // Every name with a row, held or not, or with a history.
-        let mut names: BTreeMap<String, (Option<Held>, Option<String>)> = BTreeMap::new();
+        // Every name with a row, held or not, or with a history. Any role
+        // that may write the tables may write any row: one that cannot be
+        // read is said in that name's report, and never keeps the others
+        // from being listed.
+        let mut names: BTreeMap<String, Named> = BTreeMap::new();
         for row in &rows {
-            let name: String = column(&conn, Operation::Read, row, 0)?;
-            let live: bool = column(&conn, Operation::Read, row, 1)?;
-            let held = if live {
-                Some(Held::from_row(&conn, row, 2)?)
-            } else {
-                None
+            // A row without a name to show has no report to go into.
+            let Ok(name) = column::<String>(&conn, Operation::Read, row, 0) else {
+                continue;
             };
-            names.entry(name).or_default().0 = held;
+            names.entry(name).or_default().leased =
+                Leased::from_row(&conn, row, 1).map_err(|e| e.to_string());
         }
         if let Ok(histories) = &histories {
             for row in histories {
-                let name: String = column(&conn, Operation::Read, row, 0)?;
-                let record: String = column(&conn, Operation::Read, row, 1)?;
-                names.entry(name).or_default().1 = Some(record);
+                let Ok(name) = column::<String>(&conn, Operation::Read, row, 0) else {
+                    continue;
+                };
+                let record = column::<String>(&conn, Operation::Read, row, 1);
+                names.entry(name).or_default().kept = Some(record.map_err(|e| e.to_string()));
             }
         }
         let mut reports = Vec::with_capacity(names.len());
-        for (name, (held, kept)) in names {
+        for (name, named) in names {
             // Rows whose names are not valid lease names are not ours.
             let Ok(key) = key_for(&opts.schema, &name) else {
                 continue;
             };
             let history = match &histories {
-                Ok(_) => kept.map(|r| History::decode(r.as_bytes())).transpose(),
+                Ok(_) => match named.kept {
+                    None => Ok(None),
+                    Some(Ok(r)) => History::decode(r.as_bytes()).map(Some),
+                    Some(Err(e)) => Err(e),
+                },
                 Err(e) => Err(e.to_string()),
             };
-            reports.push(report(&name, &key, held.as_ref(), history));
+            let held = named.leased.as_ref().ok().and_then(|l| l.held.as_ref());
+            let mut report = report(&name, &key, held, history);
+            match named.leased {
+                Err(e) => {
+                    report.content_error = Some(format!("its lease row cannot be read: {e}"));
+                }
+                Ok(Leased { beyond: true, .. }) => report.content_error = Some(beyond_note()),
+                Ok(_) => {}
+            }
+            reports.push(report);
         }
         Ok(reports)
     })
+}
+
+/// What `inspect_all` read about one name: its lease row (none when free),
+/// and its history row, each or why it could not be read.
+struct Named {
+    leased: std::result::Result<Leased, String>,
+    kept: Option<std::result::Result<String, String>>,
+}
+
+impl Default for Named {
+    fn default() -> Named {
+        Named {
+            leased: Ok(Leased {
+                held: None,
+                beyond: false,
+            }),
+            kept: None,
+        }
+    }
 }
 
 /// The report on `name`, held as `held` says (free without it).

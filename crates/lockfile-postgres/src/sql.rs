@@ -49,9 +49,10 @@ pub(crate) struct Statements {
     pub(crate) listen: String,
     /// The channel that releases notify: see [`channel`].
     pub(crate) channel: String,
-    /// $1 name. A row (token, owner JSON, TTL ms, remaining ms) when held.
+    /// $1 name. A row when the name has one: live, token, owner JSON, TTL
+    /// ms, remaining ms, and whether the expiry is past the longest TTL.
     pub(crate) inspect: String,
-    /// Every row: name, live, token, owner JSON, TTL ms, remaining ms.
+    /// Every row: name, then as `inspect`.
     pub(crate) inspect_all: String,
     /// $1 name. A row (version, history JSON) once a run was recorded.
     pub(crate) history: String,
@@ -87,6 +88,7 @@ const EQ: &str = "OPERATOR(pg_catalog.=)";
 const LE: &str = "OPERATOR(pg_catalog.<=)";
 const LT: &str = "OPERATOR(pg_catalog.<)";
 const GT: &str = "OPERATOR(pg_catalog.>)";
+const GE: &str = "OPERATOR(pg_catalog.>=)";
 const PLUS: &str = "OPERATOR(pg_catalog.+)";
 const MINUS: &str = "OPERATOR(pg_catalog.-)";
 const TIMES: &str = "OPERATOR(pg_catalog.*)";
@@ -100,18 +102,54 @@ const SECOND: &str = "'1 second'::pg_catalog.interval";
 const MILLISECOND: &str = "'1 millisecond'::pg_catalog.interval";
 const DAY: &str = "'1 day'::pg_catalog.interval";
 
+/// The longest TTL the engine accepts, in milliseconds: 365 days.
+///
+/// Any role that may write the tables can write any `expires_at` (even
+/// `'infinity'`) or any `ttl_ms`. An expiry later than the statement's time
+/// plus this can only be such a write, never a holder's: it is treated as
+/// expired (the next acquire takes the row over), rather than keeping the
+/// name held for ever, or making the arithmetic on it fail every statement
+/// that reads the row.
+pub(crate) const MAX_TTL_MS: i64 = 365 * 24 * 60 * 60 * 1000;
+/// [`MAX_TTL_MS`] as an interval, in hours: a day's length depends on the
+/// session's time zone, an hour's does not.
+const MAX_TTL: &str = "'8760 hours'::pg_catalog.interval";
+
+/// Whether the lease in row `l` is live by the server's clock: its expiry
+/// has not come, and is no later than the longest TTL allows
+/// ([`MAX_TTL_MS`]).
+fn live() -> String {
+    format!("((l.expires_at {GT} {NOW}) AND (l.expires_at {LE} ({NOW} {PLUS} {MAX_TTL})))")
+}
+
+/// The opposite of [`live`], written out (a `NOT` of it would do as well;
+/// this reads as what it decides).
+fn expired() -> String {
+    format!("((l.expires_at {LE} {NOW}) OR (l.expires_at {GT} ({NOW} {PLUS} {MAX_TTL})))")
+}
+
+/// What is left of a lease's TTL, in milliseconds, as the server counts it
+/// now. The expiry is first held between now and now plus the longest TTL,
+/// so that no value a role may write (`'infinity'`, `'-infinity'`, a year
+/// far away) makes the subtraction fail.
+fn remaining() -> String {
+    format!(
+        "GREATEST(0, (pg_catalog.date_part('epoch', (LEAST(GREATEST(l.expires_at, {NOW}), ({NOW} {PLUS} {MAX_TTL})) {MINUS} pg_catalog.clock_timestamp())) {TIMES} 1000::pg_catalog.float8))::pg_catalog.int8"
+    )
+}
+
 impl Statements {
     pub(crate) fn new(s: &str) -> Statements {
+        let live = live();
+        let expired = expired();
+        let remaining = remaining();
         let next_token = format!("pg_catalog.nextval('{s}.fencing_tokens'::pg_catalog.regclass)");
         // Takes a row over only when its lease has expired, by the server's
         // clock; otherwise writes it back unchanged and returns the holder.
         // The token is drawn under the row's lock, so that a stalled
         // contender cannot take over with an older one.
-        let take = |col: &str| {
-            format!(
-                "{col} = CASE WHEN (l.expires_at {LE} {NOW}) THEN EXCLUDED.{col} ELSE l.{col} END"
-            )
-        };
+        let take =
+            |col: &str| format!("{col} = CASE WHEN {expired} THEN EXCLUDED.{col} ELSE l.{col} END");
         let acquire = format!(
             "{CFG}
 INSERT INTO {s}.leases AS l (name, fencing_token, attempt, owner, ttl_ms, acquired_at, renewed_at, expires_at)
@@ -119,9 +157,9 @@ SELECT $1, {next_token}, $2, $3::pg_catalog.jsonb, $4,
        {NOW}, {NOW}, ({NOW} {PLUS} ($4 {TIMES} {MILLISECOND}))
   FROM cfg
 ON CONFLICT (name) DO UPDATE SET
-  fencing_token = CASE WHEN (l.expires_at {LE} {NOW}) THEN {next_token} ELSE l.fencing_token END,
+  fencing_token = CASE WHEN {expired} THEN {next_token} ELSE l.fencing_token END,
   {}, {}, {}, {}, {}, {}
-RETURNING (l.attempt {EQ} $2), l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {REMAINING}",
+RETURNING (l.attempt {EQ} $2), l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}",
             take("attempt"),
             take("owner"),
             take("ttl_ms"),
@@ -129,12 +167,14 @@ RETURNING (l.attempt {EQ} $2), l.fencing_token, l.owner::pg_catalog.text, l.ttl_
             take("renewed_at"),
             take("expires_at"),
         );
+        // A `ttl_ms` over the longest TTL was written by another role: it
+        // is held to the longest, so that the interval cannot overflow.
         let renew = format!(
             "{CFG}
 UPDATE {s}.leases l SET renewed_at = {NOW},
-       expires_at = ({NOW} {PLUS} (l.ttl_ms {TIMES} {MILLISECOND}))
+       expires_at = ({NOW} {PLUS} (LEAST(l.ttl_ms, {MAX_TTL_MS}::pg_catalog.int8) {TIMES} {MILLISECOND}))
   FROM cfg
- WHERE (l.name {EQ} $1) AND (l.fencing_token {EQ} $2) AND (l.expires_at {GT} {NOW})
+ WHERE (l.name {EQ} $1) AND (l.fencing_token {EQ} $2) AND {live}
 RETURNING l.ttl_ms"
         );
         // The row stays, expired: the next holder takes it over and draws
@@ -153,12 +193,15 @@ SELECT r.fencing_token, pg_catalog.pg_notify({}, r.name)::pg_catalog.text FROM r
             literal(&channel)
         );
         let listen = format!("LISTEN {}", identifier(&channel));
+        // Whether the row's expiry is past the longest TTL: another role's
+        // write, which `inspect` says beside the (free) lease.
+        let beyond = format!("(l.expires_at {GT} ({NOW} {PLUS} {MAX_TTL}))");
         let inspect = format!(
-            "SELECT l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {REMAINING}
-  FROM {s}.leases l WHERE (l.name {EQ} $1) AND (l.expires_at {GT} {NOW})"
+            "SELECT {live}, l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}, {beyond}
+  FROM {s}.leases l WHERE (l.name {EQ} $1)"
         );
         let inspect_all = format!(
-            "SELECT l.name, (l.expires_at {GT} {NOW}), l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {REMAINING}
+            "SELECT l.name, {live}, l.fencing_token, l.owner::pg_catalog.text, l.ttl_ms, {remaining}, {beyond}
   FROM {s}.leases l ORDER BY l.name"
         );
         let history = format!(
@@ -207,20 +250,30 @@ inserted AS (
   SELECT $1, (r {FIELD} 'started_at')::pg_catalog.timestamptz, (r {FIELD} 'finished_at')::pg_catalog.timestamptz,
          (r {FIELD} 'duration_seconds')::pg_catalog.float8, (r {FIELD} 'outcome'),
          (r {FIELD} 'exit_code')::pg_catalog.int4, (r {FIELD} 'signal')::pg_catalog.int4,
-         (r {FIELD} 'consecutive_failures')::pg_catalog.int4, $4, $5, $6, $7, {NOW}
+         LEAST((r {FIELD} 'consecutive_failures')::pg_catalog.int8, 2147483647)::pg_catalog.int4,
+         $4, $5, $6, $7, {NOW}
     FROM head, run
   RETURNING id
 )
 SELECT run.r::pg_catalog.text FROM inserted, run"
             )
         };
+        // A version at the largest bigint (which only another role's write
+        // can have put there: a run adds one) starts again at 1 rather than
+        // failing every write of the name with "bigint out of range". The
+        // compare-and-set still holds: a writer that read the old version
+        // finds it changed.
+        let next_version = format!(
+            "CASE WHEN (version {GE} {}::pg_catalog.int8) THEN 1::pg_catalog.int8 ELSE (version {PLUS} 1) END",
+            i64::MAX
+        );
         let history_create = runs(&format!(
             "INSERT INTO {s}.history (name, version, record, updated_at)
          SELECT $1, 1, doc.d, {NOW} FROM cfg, doc
          ON CONFLICT (name) DO NOTHING RETURNING version"
         ));
         let history_update = runs(&format!(
-            "UPDATE {s}.history SET version = (version {PLUS} 1), record = doc.d, updated_at = {NOW}
+            "UPDATE {s}.history SET version = {next_version}, record = doc.d, updated_at = {NOW}
          FROM cfg, doc WHERE (name {EQ} $1) AND (version {EQ} $8) RETURNING version"
         ));
         let history_now = format!(
@@ -233,7 +286,7 @@ SELECT $1, 1, $2::pg_catalog.jsonb, {NOW}
 ON CONFLICT (name) DO NOTHING RETURNING version"
         );
         let claim_update = format!(
-            "UPDATE {s}.history SET version = (version {PLUS} 1), record = $2::pg_catalog.jsonb, updated_at = {NOW}
+            "UPDATE {s}.history SET version = {next_version}, record = $2::pg_catalog.jsonb, updated_at = {NOW}
  WHERE (name {EQ} $1) AND (version {EQ} $3) RETURNING version"
         );
         Statements {
@@ -297,10 +350,6 @@ fn literal(text: &str) -> String {
 fn identifier(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
 }
-
-/// What is left of a lease's TTL, in milliseconds, as the server counts it
-/// now.
-const REMAINING: &str = "GREATEST(0, (pg_catalog.date_part('epoch', (l.expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())) OPERATOR(pg_catalog.*) 1000::pg_catalog.float8))::pg_catalog.int8";
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use common::engine;
 use common::pg::{PASSWORD, Postgres};
 use lockfile::history::{Outcome, RunEnd};
+use lockfile::tick::{Schedule, TickClaim};
 use lockfile::wait::Wait;
 use lockfile_postgres::{Engine, LeaseOptions, LeaseRequest, LeaseState};
 
@@ -249,5 +250,129 @@ fn names_planted_in_public_never_redirect_a_statement() {
         pg.psql("SELECT string_agg(DISTINCT what, ', ') FROM public.planted_calls"),
         "",
         "planted code ran as the job's role"
+    );
+}
+
+fn failed() -> RunEnd {
+    RunEnd {
+        outcome: Outcome::Failed,
+        exit_code: Some(1),
+        signal: None,
+        started_at: SystemTime::now(),
+    }
+}
+
+/// A role with the documented grants (DML on every table, no more) writes
+/// values no run writes, each into one name's rows: an expiry of
+/// `'infinity'` and a history version at the largest bigint (`victim`), an
+/// expiry of `'-infinity'` and the largest `ttl_ms` (`clock`), a count of
+/// failures past any `int4` (`counted`). `inspect` of all names still lists
+/// every name; each poisoned name is taken, its tick claimed, its run
+/// recorded; and a holder whose TTL is poisoned keeps renewing.
+#[test]
+fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report() {
+    let pg = Postgres::start();
+    drop(engine(&pg.url(), Duration::from_secs(3)));
+    let url = job_role(&pg);
+    pg.psql("CREATE ROLE vandal NOLOGIN");
+    pg.psql(&lockfile_postgres::schema::grants("lockfile", "vandal"));
+    let mut app = LeaseOptions::new(&url);
+    app.ttl(Duration::from_secs(3))
+        .request_timeout(Duration::from_secs(2));
+    let names = ["victim", "clock", "counted", "other"];
+    let mut tokens = Vec::new();
+    for name in names {
+        let lease = app.acquire(name, &request()).unwrap();
+        lease.record_outcome(succeeded()).unwrap();
+        tokens.push(lease.fencing_token());
+        lease.release().unwrap();
+    }
+    // `victim` and `clock` are left held for ever, by their rows.
+    pg.psql(
+        "SET ROLE vandal; \
+         UPDATE lockfile.leases SET expires_at = 'infinity' WHERE name = 'victim'; \
+         UPDATE lockfile.history SET version = 9223372036854775807 WHERE name = 'victim'; \
+         UPDATE lockfile.leases SET expires_at = '-infinity', ttl_ms = 9223372036854775807 \
+           WHERE name = 'clock'; \
+         UPDATE lockfile.history SET record = jsonb_set(record, '{last_run,consecutive_failures}', \
+           '4294967295') WHERE name = 'counted'; \
+         RESET ROLE",
+    );
+
+    let all = app.inspect_all().unwrap();
+    let listed: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(listed, ["clock", "counted", "other", "victim"], "{all:?}");
+    for report in &all {
+        assert_eq!(report.state, LeaseState::Free, "{report:?}");
+        assert!(report.last_run.is_some(), "{report:?}");
+        // The one impossible expiry is said beside its name.
+        let noted = report
+            .content_error
+            .as_deref()
+            .is_some_and(|e| e.contains("later than the longest TTL (365 days)"));
+        assert_eq!(noted, report.name == "victim", "{report:?}");
+    }
+    let victim = app.inspect("victim").unwrap();
+    assert_eq!(victim.state, LeaseState::Free);
+    assert!(victim.content_error.is_some(), "{victim:?}");
+    assert!(app.inspect("clock").unwrap().content_error.is_none());
+    // No holder may ask for an expiry that is taken for a poisoned one.
+    let err = app
+        .acquire("other", &request().ttl(Duration::from_secs(366 * 86_400)))
+        .unwrap_err();
+    assert!(err.to_string().contains("the longest is 365 days"), "{err}");
+
+    // The tick claim (`--once-per`) and the run's record both move the
+    // version on, from the largest bigint back to 1 and then 2.
+    let schedule = Schedule::new(Duration::from_secs(3600), Duration::ZERO).unwrap();
+    let once = request().claim_tick(TickClaim::new(schedule, Instant::now()));
+    let lease = app.acquire("victim", &once).unwrap();
+    assert!(
+        lease.fencing_token() > tokens[3],
+        "{}",
+        lease.fencing_token()
+    );
+    lease.record_outcome(succeeded()).unwrap();
+    lease.release().unwrap();
+    assert_eq!(
+        pg.psql("SELECT version FROM lockfile.history WHERE name = 'victim'"),
+        "2"
+    );
+
+    let lease = app.acquire("counted", &request()).unwrap();
+    let run = lease.record_outcome(failed()).unwrap();
+    assert_eq!(run.consecutive_failures, u32::MAX);
+    lease.release().unwrap();
+    assert_eq!(
+        pg.psql(
+            "SELECT consecutive_failures FROM lockfile.runs WHERE name = 'counted' \
+             ORDER BY id DESC LIMIT 1"
+        ),
+        "2147483647"
+    );
+
+    // Held, its TTL poisoned: renewals go on, within the longest TTL.
+    let held = app.acquire("clock", &request()).unwrap();
+    pg.psql(
+        "SET ROLE vandal; \
+         UPDATE lockfile.leases SET ttl_ms = 9223372036854775807 WHERE name = 'clock'; \
+         RESET ROLE",
+    );
+    let signal = held.signal();
+    let since = signal.last_renewal();
+    assert!(
+        within(Duration::from_secs(3), || signal.last_renewal() > since),
+        "no renewal: {signal:?}"
+    );
+    assert!(signal.check().is_ok(), "{signal:?}");
+    let report = app.inspect("clock").unwrap();
+    assert_eq!(report.state, LeaseState::Held, "{report:?}");
+    held.record_outcome(succeeded()).unwrap();
+    held.release().unwrap();
+    assert!(
+        app.inspect_all()
+            .unwrap()
+            .iter()
+            .all(|r| r.state == LeaseState::Free)
     );
 }

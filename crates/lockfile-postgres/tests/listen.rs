@@ -280,3 +280,65 @@ fn a_listen_host_that_drops_packets_never_holds_up_the_wait() {
     let warnings = events::of(&key(name), "listen_failed");
     assert!(warnings.is_empty(), "{warnings:?}");
 }
+
+/// Tokens drawn so far from the default schema's sequence.
+fn tokens_drawn(pg: &Postgres) -> u64 {
+    pg.psql("SELECT last_value FROM lockfile.fencing_tokens")
+        .parse()
+        .unwrap()
+}
+
+/// A role with no grants at all sends thousands of notifications naming a
+/// lease on its channel, each in a transaction of its own (PostgreSQL folds
+/// equal ones within one), while a waiter listens. Every acquire attempt
+/// draws a token, so the tokens drawn count the waiter's attempts: at most
+/// one timed attempt per poll interval, and at most one more woken by a
+/// notification after each, however many come.
+#[test]
+fn a_flood_of_notifications_from_any_role_costs_one_attempt_per_poll_at_most() {
+    events::capture();
+    let pg = Postgres::start();
+    let name = "flooded";
+    let engine = engine(&pg.url(), TTL);
+    pg.psql(&format!("CREATE ROLE noisy LOGIN PASSWORD '{PASSWORD}'"));
+    let noisy = format!("postgres://noisy:{PASSWORD}@127.0.0.1:{}/postgres", pg.port);
+    let holder = engine.acquire(name, &request()).unwrap();
+    let mut listening = engine.clone();
+    listening.listen(pg.url());
+    let waiting = waiter(&listening, name);
+    subscribed_and_asked_again(&pg, name);
+
+    let before = tokens_drawn(&pg);
+    let from = std::time::Instant::now();
+    let out = std::process::Command::new(pg.psql_program())
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &noisy, "-c"])
+        .arg(format!(
+            "DO $$ BEGIN FOR i IN 1..5000 LOOP \
+               PERFORM pg_catalog.pg_notify('lockfile.leases', '{name}'); COMMIT; \
+             END LOOP; END $$"
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    holder.release().unwrap();
+    let token = waiting.join().unwrap();
+    let elapsed = from.elapsed();
+    // The waiter's winning attempt drew the last token.
+    assert_eq!(token, tokens_drawn(&pg));
+    let attempts = token - before;
+    let poll = lockfile_lease::engine::poll_interval(TTL);
+    // Timed attempts: one per poll interval begun; as many woken by a
+    // notification, one more; and the attempt after subscribing, if it
+    // came late.
+    let intervals = (elapsed.as_secs_f64() / poll.as_secs_f64()).ceil() as u64;
+    let bound = 2 * (intervals + 1) + 1;
+    assert!(
+        attempts <= bound,
+        "{attempts} attempts in {elapsed:?} (poll {poll:?}): at most {bound}"
+    );
+    assert!(events::of(&key(name), "listen_failed").is_empty());
+}

@@ -7,10 +7,12 @@
 //! deadline it serves.
 
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_core::Stream;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Row};
 
@@ -25,6 +27,19 @@ const ATTEMPTS: u32 = 5;
 /// How long a cancel request may take: it goes over a connection of its own,
 /// and nothing waits for it.
 const CANCEL_WITHIN: Duration = Duration::from_secs(2);
+
+/// The most rows a statement about one name returns: every such statement
+/// selects or writes the row of its name (the primary key), so a second
+/// row is never ours.
+pub(crate) const ONE_ROW: usize = 1;
+
+/// The most rows a statement over all names (`inspect` of every lease, and
+/// of every history) is read to: one row per name, far more names than a
+/// host's jobs have. A reply with more is refused rather than held in
+/// memory: rows come one at a time from the connection (which reads no
+/// further while one waits), so that a server flooding rows costs at most
+/// this many.
+pub(crate) const MAX_NAMES: usize = 100_000;
 
 /// A statement's parameters, each with its declared type (unnamed
 /// statements are not described by the server first).
@@ -114,10 +129,11 @@ impl Conn {
         }
     }
 
-    /// Sends one unnamed statement with `params` and returns its rows, all
-    /// within `limit`. A statement the server refuses with 40001 or 40P01
-    /// is sent again while time is left (a `statement_retried` event each
-    /// time); one still running when the time is up is cancelled.
+    /// Sends one unnamed statement with `params` and returns its row, if
+    /// any ([`ONE_ROW`]), all within `limit`. A statement the server
+    /// refuses with 40001 or 40P01 is sent again while time is left (a
+    /// `statement_retried` event each time); one still running when the
+    /// time is up is cancelled.
     pub(crate) async fn query(
         &self,
         client: &Client,
@@ -126,16 +142,43 @@ impl Conn {
         sql: &str,
         params: &Params<'_>,
     ) -> Result<Vec<Row>> {
+        self.query_at_most(client, op, limit, sql, params, ONE_ROW)
+            .await
+    }
+
+    /// As [`Conn::query`], for a statement over all names: at most
+    /// [`MAX_NAMES`] rows.
+    pub(crate) async fn query_all(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        sql: &str,
+        params: &Params<'_>,
+    ) -> Result<Vec<Row>> {
+        self.query_at_most(client, op, limit, sql, params, MAX_NAMES)
+            .await
+    }
+
+    async fn query_at_most(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        sql: &str,
+        params: &Params<'_>,
+        most: usize,
+    ) -> Result<Vec<Row>> {
         let until = Instant::now() + limit;
         let mut attempt = 1;
         loop {
             let left = until.saturating_duration_since(Instant::now());
             let e = match self
-                .bounded(client, op, limit, left, client.query_typed(sql, params))
+                .bounded(client, op, limit, left, rows(client, sql, params, most))
                 .await?
             {
                 Ok(rows) => return Ok(rows),
-                Err(e) => ServerError::new(e),
+                Err(e) => e,
             };
             if !e.is_retryable() || attempt >= ATTEMPTS {
                 return Err(self.error(op, e));
@@ -244,6 +287,32 @@ impl LeaseOptions {
         }
         Ok(())
     }
+}
+
+/// The rows of one statement, read one at a time and refused past `most`:
+/// collecting them all first (`query_typed`) would hold whatever a server
+/// sends.
+async fn rows(
+    client: &Client,
+    sql: &str,
+    params: &Params<'_>,
+    most: usize,
+) -> std::result::Result<Vec<Row>, ServerError> {
+    let stream = client
+        .query_typed_raw(sql, params.iter().map(|(p, t)| (*p, t.clone())))
+        .await
+        .map_err(ServerError::new)?;
+    let mut stream = pin!(stream);
+    let mut rows = Vec::new();
+    while let Some(row) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+        if rows.len() == most {
+            // Dropping the stream stops the reply here; the connection
+            // discards the rest, and is dropped with the client.
+            return Err(ServerError::too_many_rows(most));
+        }
+        rows.push(row.map_err(ServerError::new)?);
+    }
+    Ok(rows)
 }
 
 /// Runs `make()`'s future on a thread of this crate's own (see

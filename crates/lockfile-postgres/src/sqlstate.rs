@@ -40,7 +40,9 @@ pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
 pub struct ServerError {
     sqlstate: Option<String>,
     message: String,
-    source: tokio_postgres::Error,
+    /// The client's error; none when this crate refused the reply itself
+    /// (one larger than anything it writes).
+    source: Option<tokio_postgres::Error>,
 }
 
 impl ServerError {
@@ -68,7 +70,23 @@ impl ServerError {
         ServerError {
             sqlstate,
             message,
-            source,
+            source: Some(source),
+        }
+    }
+
+    /// A reply refused for holding more rows than the statement can return
+    /// from what this engine writes: a hostile or broken server, or
+    /// another role's rows in our tables. Unreachable, as a server that
+    /// cannot be used is.
+    pub(crate) fn too_many_rows(limit: usize) -> ServerError {
+        let rows = if limit == 1 { "row" } else { "rows" };
+        ServerError {
+            sqlstate: None,
+            message: format!(
+                "the server answered more than {limit} {rows} to one statement, the most it can \
+                 return from what lockfile writes: the reply is refused"
+            ),
+            source: None,
         }
     }
 
@@ -133,6 +151,8 @@ impl fmt::Display for ServerError {
 
 impl std::error::Error for ServerError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

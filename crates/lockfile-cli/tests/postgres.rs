@@ -1390,6 +1390,8 @@ fn a_failed_renewal_reaches_the_log_and_the_ping_with_the_url_rebuilt() {
 enum Flood {
     /// A row description, then data rows without end.
     Rows,
+    /// A row description, then one data row declaring 1 GiB, and zeros.
+    HugeRow,
 }
 
 /// A hostile PostgreSQL server on a loopback port: it speaks enough of the
@@ -1463,6 +1465,20 @@ fn hostile_session(mut s: std::net::TcpStream, flood: Flood) -> std::io::Result<
             loop {
                 s.write_all(&rows)?;
             }
+        }
+        Flood::HugeRow => {
+            const GIB: u32 = 1 << 30;
+            let mut header = vec![b'D'];
+            header.extend_from_slice(&GIB.to_be_bytes());
+            header.extend_from_slice(&1_u16.to_be_bytes());
+            header.extend_from_slice(&(GIB - 10).to_be_bytes());
+            s.write_all(&header)?;
+            let zeros = vec![0; 1 << 16];
+            for _ in 0..(GIB >> 16) {
+                s.write_all(&zeros)?;
+            }
+            // The client has it all: wait for it to hang up.
+            s.read(&mut statement).map(drop)
         }
     }
 }
@@ -1539,6 +1555,19 @@ fn a_row_flood_is_refused_after_the_rows_a_statement_can_return() {
     assert_eq!(code, 69, "{err}");
     assert!(
         err.contains("more than 1 row to one statement"),
+        "the limit is named: {err}"
+    );
+    assert!(err.contains("lease:***@127.0.0.1"), "{err}");
+    assert!(!err.contains(PASSWORD), "{err}");
+    assert!(peak < MEMORY_BOUND, "peak RSS {peak} bytes: {err}");
+}
+
+#[test]
+fn a_row_declaring_a_gibibyte_is_refused_at_its_header() {
+    let (code, err, peak) = run_against(Flood::HugeRow);
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains("bytes, more than the limit of 1048576 bytes"),
         "the limit is named: {err}"
     );
     assert!(err.contains("lease:***@127.0.0.1"), "{err}");

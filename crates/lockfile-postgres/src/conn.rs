@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_core::Stream;
+use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Row};
 
+use crate::connect::Client;
 use crate::server::Server;
 use crate::sql::Statements;
 use crate::{ENGINE, Error, LeaseOptions, Operation, Result, ServerError};
@@ -114,8 +115,8 @@ impl Conn {
     /// authentication, and `target_session_attrs`' check). Its socket is
     /// driven by a task on the current runtime.
     pub(crate) async fn connect_within(&self, limit: Duration) -> Result<Client> {
-        match tokio::time::timeout(limit, self.server.config.connect(self.server.tls.clone())).await
-        {
+        let connect = crate::connect::connect(&self.server.config, &self.server.tls);
+        match tokio::time::timeout(limit, connect).await {
             Ok(Ok((client, connection))) => {
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
@@ -124,7 +125,7 @@ impl Conn {
                 });
                 Ok(client)
             }
-            Ok(Err(e)) => Err(self.error(Operation::Connect, ServerError::new(e))),
+            Ok(Err(e)) => Err(self.error(Operation::Connect, e)),
             Err(_) => Err(self.unanswered(Operation::Connect, limit)),
         }
     }
@@ -216,10 +217,14 @@ impl Conn {
                 // The connection may be fine and the statement merely slow
                 // (a lock wait): stop it there, not only here.
                 // Over TLS as the connection was (the same connector).
-                let token = client.cancel_token();
-                let tls = self.server.tls.clone();
+                let cancel = Client::cancel(
+                    client.cancel_token(),
+                    client.peer(),
+                    Arc::new(self.server.config.clone()),
+                    self.server.tls.clone(),
+                );
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(CANCEL_WITHIN, token.cancel_query(tls)).await;
+                    let _ = tokio::time::timeout(CANCEL_WITHIN, cancel).await;
                 });
                 Err(self.unanswered(op, limit))
             }
@@ -240,7 +245,7 @@ impl Conn {
             .await?
         {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.error(op, ServerError::new(e))),
+            Err(e) => Err(self.error(op, client.error(e))),
         }
     }
 
@@ -301,7 +306,7 @@ async fn rows(
     let stream = client
         .query_typed_raw(sql, params.iter().map(|(p, t)| (*p, t.clone())))
         .await
-        .map_err(ServerError::new)?;
+        .map_err(|e| client.error(e))?;
     let mut stream = pin!(stream);
     let mut rows = Vec::new();
     while let Some(row) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
@@ -310,7 +315,7 @@ async fn rows(
             // discards the rest, and is dropped with the client.
             return Err(ServerError::too_many_rows(most));
         }
-        rows.push(row.map_err(ServerError::new)?);
+        rows.push(row.map_err(|e| client.error(e))?);
     }
     Ok(rows)
 }

@@ -3,6 +3,7 @@
 //! that one line says what went wrong.
 
 use std::fmt;
+use std::io;
 
 /// SQLSTATE 42P01, `undefined_table`: the tables are missing.
 pub const UNDEFINED_TABLE: &str = "42P01";
@@ -71,6 +72,34 @@ impl ServerError {
             sqlstate,
             message,
             source: Some(source),
+        }
+    }
+
+    /// A connection that could not be made (before tokio-postgres had a
+    /// socket to report on).
+    pub(crate) fn connect(e: io::Error) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: format!("error connecting to server: {e}"),
+            source: None,
+        }
+    }
+
+    /// Connection parameters that cannot work.
+    pub(crate) fn config(why: &str) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: format!("invalid configuration: {why}"),
+            source: None,
+        }
+    }
+
+    /// A message refused for its declared length ([`crate::wire`]).
+    pub(crate) fn too_large(too_large: crate::wire::TooLarge) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: too_large.to_string(),
+            source: None,
         }
     }
 

@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures_core::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
-use tokio_postgres::config::{Host, LoadBalanceHosts, TargetSessionAttrs};
+use tokio_postgres::config::{Host, LoadBalanceHosts, SslMode, TargetSessionAttrs};
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{CancelToken, Config, SimpleQueryMessage};
 
@@ -136,11 +136,8 @@ impl Client {
         let socket = socket(&peer.addr, peer.port, &config)
             .await
             .map_err(ServerError::connect)?;
-        let connector = <Tls as MakeTlsConnect<Wire>>::make_tls_connect(
-            &mut tls,
-            peer.hostname.as_deref().unwrap_or(""),
-        )
-        .map_err(|e| ServerError::connect(io::Error::other(e)))?;
+        let connector = <Tls as MakeTlsConnect<Wire>>::make_tls_connect(&mut tls, &tls_name(&peer))
+            .map_err(|e| ServerError::connect(io::Error::other(e)))?;
         let refused = Refusal::default();
         token
             .cancel_query_raw(
@@ -258,12 +255,22 @@ async fn connect_once(
         .await
         .map_err(ServerError::connect)?;
     let refused = Refusal::default();
-    let connector = <Tls as MakeTlsConnect<Wire>>::make_tls_connect(
-        &mut tls.clone(),
-        peer.hostname.as_deref().unwrap_or(""),
-    )
-    .map_err(|e| ServerError::connect(io::Error::other(e)))?
-    .with_refusal(refused.clone());
+    let connector =
+        <Tls as MakeTlsConnect<Wire>>::make_tls_connect(&mut tls.clone(), &tls_name(&peer))
+            .map_err(|e| ServerError::connect(io::Error::other(e)))?
+            .with_refusal(refused.clone());
+    // libpq never uses TLS on a Unix socket, whatever the sslmode (a URL
+    // may list TCP hosts and socket directories together).
+    let unix;
+    let config = match peer.addr {
+        Addr::Unix(_) => {
+            let mut plain = config.clone();
+            plain.ssl_mode(SslMode::Disable);
+            unix = plain;
+            &unix
+        }
+        Addr::Tcp(_) => config,
+    };
     let (client, mut connection) = config
         .connect_raw(Bounded::socket(socket, refused.clone()), connector)
         .await
@@ -316,6 +323,17 @@ async fn connect_once(
         }
     }
     Ok((session, connection))
+}
+
+/// The name TLS checks the server's certificate against: the host's, or,
+/// with only a `hostaddr`, the address (as libpq does). A Unix socket
+/// never carries TLS: any name does.
+fn tls_name(peer: &Peer) -> String {
+    match (&peer.hostname, &peer.addr) {
+        (Some(name), _) => name.clone(),
+        (None, Addr::Tcp(ip)) => ip.to_string(),
+        (None, Addr::Unix(_)) => "localhost".to_owned(),
+    }
 }
 
 /// A socket to `addr`, within the connect timeout, with the URL's (or

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::engine;
-use common::pg::{PASSWORD, Postgres};
+use common::pg::{PASSWORD, Postgres, USER};
 use lockfile_postgres::{Engine, Error, LeaseOptions, LeaseRequest};
 
 fn try_now() -> LeaseRequest {
@@ -17,7 +17,7 @@ fn try_now() -> LeaseRequest {
 }
 
 #[test]
-fn each_host_is_tried_in_turn_and_target_session_attrs_is_checked() {
+fn each_host_is_tried_in_turn_a_unix_socket_is_reached_and_target_session_attrs_is_checked() {
     let pg = Postgres::start();
     engine(&pg.url(), Duration::from_secs(3));
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
@@ -32,6 +32,15 @@ fn each_host_is_tried_in_turn_and_target_session_attrs_is_checked() {
     let lease = LeaseOptions::new(&both)
         .acquire("second-host", &try_now())
         .unwrap();
+    lease.release().unwrap();
+    // A Unix socket: the directory PostgreSQL listens in.
+    let socket_dir = pg.root_cert().parent().unwrap().display().to_string();
+    let lease = LeaseOptions::new(format!(
+        "host={socket_dir} port={} user={USER} dbname=postgres",
+        pg.port
+    ))
+    .acquire("unix-socket", &try_now())
+    .unwrap();
     lease.release().unwrap();
     pg.psql("ALTER DATABASE postgres SET default_transaction_read_only = on");
     let err = LeaseOptions::new(format!("{both}?target_session_attrs=read-write"))

@@ -1390,6 +1390,8 @@ fn a_failed_renewal_reaches_the_log_and_the_ping_with_the_url_rebuilt() {
 enum Flood {
     /// A row description, then data rows without end.
     Rows,
+    /// A row description, then data rows of 512 KiB without end.
+    BigRows,
     /// A row description, then one data row declaring 1 GiB, and zeros.
     HugeRow,
 }
@@ -1466,6 +1468,16 @@ fn hostile_session(mut s: std::net::TcpStream, flood: Flood) -> std::io::Result<
                 s.write_all(&rows)?;
             }
         }
+        Flood::BigRows => {
+            const BIG: u32 = 512 << 10;
+            let mut row = 1_u16.to_be_bytes().to_vec();
+            row.extend_from_slice(&BIG.to_be_bytes());
+            row.resize(row.len() + BIG as usize, 0);
+            let row = backend(b'D', &row);
+            loop {
+                s.write_all(&row)?;
+            }
+        }
         Flood::HugeRow => {
             const GIB: u32 = 1 << 30;
             let mut header = vec![b'D'];
@@ -1531,11 +1543,18 @@ const MEMORY_BOUND: u64 = 64 << 20;
 /// code, its stderr and its peak resident set.
 fn run_against(flood: Flood) -> (i32, String, u64) {
     let url = hostile_server(flood);
+    against(flood, &["run", "--postgres", &url, "flooded", "true"])
+}
+
+/// `lockfile ARGS` against the hostile server: its exit code, its output
+/// and its peak resident set.
+fn against(flood: Flood, args: &[&str]) -> (i32, String, u64) {
     let stderr = tempfile::tempfile().unwrap();
     let child = lockfile()
-        .args(["run", "--postgres", &url, "flooded", "true"])
+        .args(args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        // Together: `inspect` reports a failure per name on stdout.
+        .stdout(stderr.try_clone().unwrap())
         .stderr(stderr.try_clone().unwrap())
         .spawn()
         .unwrap();
@@ -1573,4 +1592,18 @@ fn a_row_declaring_a_gibibyte_is_refused_at_its_header() {
     assert!(err.contains("lease:***@127.0.0.1"), "{err}");
     assert!(!err.contains(PASSWORD), "{err}");
     assert!(peak < MEMORY_BOUND, "peak RSS {peak} bytes: {err}");
+}
+
+#[test]
+fn inspecting_every_name_reads_a_bounded_reply() {
+    let url = hostile_server(Flood::BigRows);
+    let (code, err, peak) = against(Flood::BigRows, &["inspect", "--postgres", &url]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("more than 33554432 bytes of rows to one statement"),
+        "the limit is named: {err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+    // The reply's bound, and the command itself.
+    assert!(peak < 3 * (32 << 20), "peak RSS {peak} bytes: {err}");
 }

@@ -42,6 +42,13 @@ pub(crate) const ONE_ROW: usize = 1;
 /// this many.
 pub(crate) const MAX_NAMES: usize = 100_000;
 
+/// The most bytes of rows one statement's reply is read to: 32 MiB, over
+/// 300 bytes per name for [`MAX_NAMES`] names, and 3 KiB each for 10,000
+/// (an owner record, and the history document with its last run). With the bound on each
+/// message ([`crate::wire::MAX_MESSAGE`]), what a server can make the
+/// client hold for one statement is this, not rows × 1 MiB.
+pub(crate) const MAX_REPLY_BYTES: usize = 32 << 20;
+
 /// A statement's parameters, each with its declared type (unnamed
 /// statements are not described by the server first).
 pub(crate) type Params<'a> = [(&'a (dyn ToSql + Sync), Type)];
@@ -309,15 +316,42 @@ async fn rows(
         .map_err(|e| client.error(e))?;
     let mut stream = pin!(stream);
     let mut rows = Vec::new();
+    let mut bytes = 0;
     while let Some(row) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+        // Dropping the stream stops the reply here; the connection
+        // discards the rest, and is dropped with the client.
         if rows.len() == most {
-            // Dropping the stream stops the reply here; the connection
-            // discards the rest, and is dropped with the client.
             return Err(ServerError::too_many_rows(most));
         }
-        rows.push(row.map_err(|e| client.error(e))?);
+        let row = row.map_err(|e| client.error(e))?;
+        bytes += row_bytes(&row);
+        if bytes > MAX_REPLY_BYTES {
+            return Err(ServerError::too_many_bytes(MAX_REPLY_BYTES));
+        }
+        rows.push(row);
     }
     Ok(rows)
+}
+
+/// The bytes of a row's values, whatever their types.
+fn row_bytes(row: &Row) -> usize {
+    /// A value's length, read from any type.
+    struct Len(usize);
+    impl<'a> tokio_postgres::types::FromSql<'a> for Len {
+        fn from_sql(
+            _: &Type,
+            raw: &'a [u8],
+        ) -> std::result::Result<Len, Box<dyn std::error::Error + Sync + Send>> {
+            Ok(Len(raw.len()))
+        }
+        fn accepts(_: &Type) -> bool {
+            true
+        }
+    }
+    (0..row.len())
+        .filter_map(|i| row.try_get::<_, Option<Len>>(i).ok().flatten())
+        .map(|Len(n)| n)
+        .sum()
 }
 
 /// Runs `make()`'s future on a thread of this crate's own (see

@@ -75,6 +75,19 @@ impl ServerError {
         }
     }
 
+    /// A reply refused for holding more bytes of rows than
+    /// [`MAX_REPLY_BYTES`](crate::conn::MAX_REPLY_BYTES).
+    pub(crate) fn too_many_bytes(limit: usize) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: format!(
+                "the server answered more than {limit} bytes of rows to one statement, the \
+                 most lockfile reads of one reply: the reply is refused"
+            ),
+            source: None,
+        }
+    }
+
     /// A connection that could not be made (before tokio-postgres had a
     /// socket to report on).
     pub(crate) fn connect(e: io::Error) -> ServerError {

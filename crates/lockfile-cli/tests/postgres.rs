@@ -1426,3 +1426,227 @@ fn a_row_poisoned_by_a_dml_role_costs_neither_the_listing_nor_the_names_runs() {
         "2"
     );
 }
+
+/// What a hostile server answers every statement with, after letting the
+/// client in.
+#[derive(Clone, Copy, Debug)]
+enum Flood {
+    /// A row description, then data rows without end.
+    Rows,
+    /// A row description, then data rows of 512 KiB without end.
+    BigRows,
+    /// A row description, then one data row declaring 1 GiB, and zeros.
+    HugeRow,
+}
+
+/// A hostile PostgreSQL server on a loopback port: it speaks enough of the
+/// protocol to let any client in without a password (AuthenticationOk,
+/// BackendKeyData, ReadyForQuery), then floods the first statement as
+/// `flood` says until the client hangs up. Returns its URL.
+fn hostile_server(flood: Flood) -> String {
+    use std::net::TcpListener;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            // Ends with an error when the client hangs up.
+            std::thread::spawn(move || hostile_session(stream, flood));
+        }
+    });
+    format!("postgres://lease:{PASSWORD}@127.0.0.1:{port}/postgres?sslmode=disable")
+}
+
+/// A backend message: its type byte, its length (itself included), `body`.
+fn backend(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![tag];
+    m.extend_from_slice(&(u32::try_from(body.len()).unwrap() + 4).to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+fn hostile_session(mut s: std::net::TcpStream, flood: Flood) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    /// The code of an SSLRequest, in place of a protocol version.
+    const SSL_REQUEST: [u8; 4] = 80_877_103_u32.to_be_bytes();
+    // The startup packet (an SSLRequest first is refused with `N`).
+    loop {
+        let mut len = [0; 4];
+        s.read_exact(&mut len)?;
+        let mut body = vec![0; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+        s.read_exact(&mut body)?;
+        if body.get(..4) != Some(&SSL_REQUEST[..]) {
+            break;
+        }
+        s.write_all(b"N")?;
+    }
+    let mut hello = backend(b'R', &0_u32.to_be_bytes());
+    hello.extend(backend(b'K', &[0; 8]));
+    hello.extend(backend(b'Z', b"I"));
+    s.write_all(&hello)?;
+    // The first statement (Parse, Bind, Describe, Execute, Sync, sent
+    // together): whatever it is, the reply is the flood.
+    let mut statement = [0; 4096];
+    let _ = s.read(&mut statement)?;
+    let mut reply = backend(b'1', b"");
+    reply.extend(backend(b'2', b""));
+    // One column, `n`, an int8 in binary.
+    let mut description = 1_u16.to_be_bytes().to_vec();
+    description.extend_from_slice(b"n\0");
+    description.extend_from_slice(&0_u32.to_be_bytes());
+    description.extend_from_slice(&0_u16.to_be_bytes());
+    description.extend_from_slice(&20_u32.to_be_bytes());
+    description.extend_from_slice(&8_u16.to_be_bytes());
+    description.extend_from_slice(&(-1_i32).to_be_bytes());
+    description.extend_from_slice(&1_u16.to_be_bytes());
+    reply.extend(backend(b'T', &description));
+    s.write_all(&reply)?;
+    match flood {
+        Flood::Rows => {
+            let mut row = 1_u16.to_be_bytes().to_vec();
+            row.extend_from_slice(&8_u32.to_be_bytes());
+            row.extend_from_slice(&7_i64.to_be_bytes());
+            let rows = backend(b'D', &row).repeat(4096);
+            loop {
+                s.write_all(&rows)?;
+            }
+        }
+        Flood::BigRows => {
+            const BIG: u32 = 512 << 10;
+            let mut row = 1_u16.to_be_bytes().to_vec();
+            row.extend_from_slice(&BIG.to_be_bytes());
+            row.resize(row.len() + BIG as usize, 0);
+            let row = backend(b'D', &row);
+            loop {
+                s.write_all(&row)?;
+            }
+        }
+        Flood::HugeRow => {
+            const GIB: u32 = 1 << 30;
+            let mut header = vec![b'D'];
+            header.extend_from_slice(&GIB.to_be_bytes());
+            header.extend_from_slice(&1_u16.to_be_bytes());
+            header.extend_from_slice(&(GIB - 10).to_be_bytes());
+            s.write_all(&header)?;
+            let zeros = vec![0; 1 << 16];
+            for _ in 0..(GIB >> 16) {
+                s.write_all(&zeros)?;
+            }
+            // The client has it all: wait for it to hang up.
+            s.read(&mut statement).map(drop)
+        }
+    }
+}
+
+/// Waiting for a child with its resource usage, which `std` does not give.
+mod sys {
+    use std::process::Child;
+    use std::time::{Duration, Instant};
+
+    /// How long a command may take before the test fails instead of
+    /// hanging (not a threshold: the commands here end within their
+    /// request timeout).
+    const PATIENCE: Duration = Duration::from_secs(60);
+
+    /// Waits for `child` (killing it and failing after [`PATIENCE`]):
+    /// its exit code, and its peak resident set in bytes.
+    pub(super) fn wait_with_peak_rss(mut child: Child) -> (i32, u64) {
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        let started = Instant::now();
+        loop {
+            let mut status = 0;
+            // SAFETY: a rusage is integers and timevals, for which all
+            // zeros is a value.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `status` and `usage` are valid for writes; the pid is
+            // our own child, not yet waited for.
+            let waited = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+            assert!(waited >= 0, "wait4: {}", std::io::Error::last_os_error());
+            if waited == pid {
+                assert!(libc::WIFEXITED(status), "the command died: {status:#x}");
+                let peak = u64::try_from(usage.ru_maxrss).unwrap() * 1024;
+                return (libc::WEXITSTATUS(status), peak);
+            }
+            if started.elapsed() > PATIENCE {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the command still ran after {PATIENCE:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// The most memory `lockfile run` may take against a hostile server: a
+/// few times what it takes against an honest one, far below what either
+/// flood would cost if held.
+const MEMORY_BOUND: u64 = 64 << 20;
+
+/// `lockfile run NAME true` against a server flooding `flood`: its exit
+/// code, its stderr and its peak resident set.
+fn run_against(flood: Flood) -> (i32, String, u64) {
+    let url = hostile_server(flood);
+    against(flood, &["run", "--postgres", &url, "flooded", "true"])
+}
+
+/// `lockfile ARGS` against the hostile server: its exit code, its output
+/// and its peak resident set.
+fn against(flood: Flood, args: &[&str]) -> (i32, String, u64) {
+    let stderr = tempfile::tempfile().unwrap();
+    let child = lockfile()
+        .args(args)
+        .stdin(Stdio::null())
+        // Together: `inspect` reports a failure per name on stdout.
+        .stdout(stderr.try_clone().unwrap())
+        .stderr(stderr.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    let (code, peak) = sys::wait_with_peak_rss(child);
+    let err = std::fs::read_to_string(format!("/proc/self/fd/{}", {
+        use std::os::fd::AsRawFd as _;
+        stderr.as_raw_fd()
+    }))
+    .unwrap();
+    eprintln!("{flood:?}: peak RSS {} KiB; {err}", peak / 1024);
+    (code, err, peak)
+}
+
+#[test]
+fn a_row_flood_is_refused_after_the_rows_a_statement_can_return() {
+    let (code, err, peak) = run_against(Flood::Rows);
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains("more than 1 row to one statement"),
+        "the limit is named: {err}"
+    );
+    assert!(err.contains("lease:***@127.0.0.1"), "{err}");
+    assert!(!err.contains(PASSWORD), "{err}");
+    assert!(peak < MEMORY_BOUND, "peak RSS {peak} bytes: {err}");
+}
+
+#[test]
+fn a_row_declaring_a_gibibyte_is_refused_at_its_header() {
+    let (code, err, peak) = run_against(Flood::HugeRow);
+    assert_eq!(code, 69, "{err}");
+    assert!(
+        err.contains("bytes, more than the limit of 1048576 bytes"),
+        "the limit is named: {err}"
+    );
+    assert!(err.contains("lease:***@127.0.0.1"), "{err}");
+    assert!(!err.contains(PASSWORD), "{err}");
+    assert!(peak < MEMORY_BOUND, "peak RSS {peak} bytes: {err}");
+}
+
+#[test]
+fn inspecting_every_name_reads_a_bounded_reply() {
+    let url = hostile_server(Flood::BigRows);
+    let (code, err, peak) = against(Flood::BigRows, &["inspect", "--postgres", &url]);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("more than 33554432 bytes of rows to one statement"),
+        "the limit is named: {err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+    // The reply's bound, and the command itself.
+    assert!(peak < 3 * (32 << 20), "peak RSS {peak} bytes: {err}");
+}

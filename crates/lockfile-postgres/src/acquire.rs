@@ -12,8 +12,10 @@ use lockfile::tick::{Claim, TickClaim};
 use lockfile_lease::LeaseRequest;
 use lockfile_lease::acquiring::{Acquiring, Next};
 use lockfile_lease::history::History;
+use tokio_postgres::Row;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Row};
+
+use crate::connect::Client;
 
 use crate::conn::Conn;
 use crate::listen::{Listener, Starting};

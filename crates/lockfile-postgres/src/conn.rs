@@ -7,13 +7,16 @@
 //! deadline it serves.
 
 use std::fmt;
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_core::Stream;
+use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, Row};
 
+use crate::connect::Client;
 use crate::server::Server;
 use crate::sql::Statements;
 use crate::{ENGINE, Error, LeaseOptions, Operation, Result, ServerError};
@@ -25,6 +28,26 @@ const ATTEMPTS: u32 = 5;
 /// How long a cancel request may take: it goes over a connection of its own,
 /// and nothing waits for it.
 const CANCEL_WITHIN: Duration = Duration::from_secs(2);
+
+/// The most rows a statement about one name returns: every such statement
+/// selects or writes the row of its name (the primary key), so a second
+/// row is never ours.
+pub(crate) const ONE_ROW: usize = 1;
+
+/// The most rows a statement over all names (`inspect` of every lease, and
+/// of every history) is read to: one row per name, far more names than a
+/// host's jobs have. A reply with more is refused rather than held in
+/// memory: rows come one at a time from the connection (which reads no
+/// further while one waits), so that a server flooding rows costs at most
+/// this many.
+pub(crate) const MAX_NAMES: usize = 100_000;
+
+/// The most bytes of rows one statement's reply is read to: 32 MiB, over
+/// 300 bytes per name for [`MAX_NAMES`] names, and 3 KiB each for 10,000
+/// (an owner record, and the history document with its last run). With the bound on each
+/// message ([`crate::wire::MAX_MESSAGE`]), what a server can make the
+/// client hold for one statement is this, not rows × 1 MiB.
+pub(crate) const MAX_REPLY_BYTES: usize = 32 << 20;
 
 /// A statement's parameters, each with its declared type (unnamed
 /// statements are not described by the server first).
@@ -99,8 +122,8 @@ impl Conn {
     /// authentication, and `target_session_attrs`' check). Its socket is
     /// driven by a task on the current runtime.
     pub(crate) async fn connect_within(&self, limit: Duration) -> Result<Client> {
-        match tokio::time::timeout(limit, self.server.config.connect(self.server.tls.clone())).await
-        {
+        let connect = crate::connect::connect(&self.server.config, &self.server.tls);
+        match tokio::time::timeout(limit, connect).await {
             Ok(Ok((client, connection))) => {
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
@@ -109,15 +132,16 @@ impl Conn {
                 });
                 Ok(client)
             }
-            Ok(Err(e)) => Err(self.error(Operation::Connect, ServerError::new(e))),
+            Ok(Err(e)) => Err(self.error(Operation::Connect, e)),
             Err(_) => Err(self.unanswered(Operation::Connect, limit)),
         }
     }
 
-    /// Sends one unnamed statement with `params` and returns its rows, all
-    /// within `limit`. A statement the server refuses with 40001 or 40P01
-    /// is sent again while time is left (a `statement_retried` event each
-    /// time); one still running when the time is up is cancelled.
+    /// Sends one unnamed statement with `params` and returns its row, if
+    /// any ([`ONE_ROW`]), all within `limit`. A statement the server
+    /// refuses with 40001 or 40P01 is sent again while time is left (a
+    /// `statement_retried` event each time); one still running when the
+    /// time is up is cancelled.
     pub(crate) async fn query(
         &self,
         client: &Client,
@@ -126,16 +150,43 @@ impl Conn {
         sql: &str,
         params: &Params<'_>,
     ) -> Result<Vec<Row>> {
+        self.query_at_most(client, op, limit, sql, params, ONE_ROW)
+            .await
+    }
+
+    /// As [`Conn::query`], for a statement over all names: at most
+    /// [`MAX_NAMES`] rows.
+    pub(crate) async fn query_all(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        sql: &str,
+        params: &Params<'_>,
+    ) -> Result<Vec<Row>> {
+        self.query_at_most(client, op, limit, sql, params, MAX_NAMES)
+            .await
+    }
+
+    async fn query_at_most(
+        &self,
+        client: &Client,
+        op: Operation,
+        limit: Duration,
+        sql: &str,
+        params: &Params<'_>,
+        most: usize,
+    ) -> Result<Vec<Row>> {
         let until = Instant::now() + limit;
         let mut attempt = 1;
         loop {
             let left = until.saturating_duration_since(Instant::now());
             let e = match self
-                .bounded(client, op, limit, left, client.query_typed(sql, params))
+                .bounded(client, op, limit, left, rows(client, sql, params, most))
                 .await?
             {
                 Ok(rows) => return Ok(rows),
-                Err(e) => ServerError::new(e),
+                Err(e) => e,
             };
             if !e.is_retryable() || attempt >= ATTEMPTS {
                 return Err(self.error(op, e));
@@ -173,10 +224,14 @@ impl Conn {
                 // The connection may be fine and the statement merely slow
                 // (a lock wait): stop it there, not only here.
                 // Over TLS as the connection was (the same connector).
-                let token = client.cancel_token();
-                let tls = self.server.tls.clone();
+                let cancel = Client::cancel(
+                    client.cancel_token(),
+                    client.peer(),
+                    Arc::new(self.server.config.clone()),
+                    self.server.tls.clone(),
+                );
                 tokio::spawn(async move {
-                    let _ = tokio::time::timeout(CANCEL_WITHIN, token.cancel_query(tls)).await;
+                    let _ = tokio::time::timeout(CANCEL_WITHIN, cancel).await;
                 });
                 Err(self.unanswered(op, limit))
             }
@@ -197,7 +252,7 @@ impl Conn {
             .await?
         {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.error(op, ServerError::new(e))),
+            Err(e) => Err(self.error(op, client.error(e))),
         }
     }
 
@@ -244,6 +299,59 @@ impl LeaseOptions {
         }
         Ok(())
     }
+}
+
+/// The rows of one statement, read one at a time and refused past `most`:
+/// collecting them all first (`query_typed`) would hold whatever a server
+/// sends.
+async fn rows(
+    client: &Client,
+    sql: &str,
+    params: &Params<'_>,
+    most: usize,
+) -> std::result::Result<Vec<Row>, ServerError> {
+    let stream = client
+        .query_typed_raw(sql, params.iter().map(|(p, t)| (*p, t.clone())))
+        .await
+        .map_err(|e| client.error(e))?;
+    let mut stream = pin!(stream);
+    let mut rows = Vec::new();
+    let mut bytes = 0;
+    while let Some(row) = poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+        // Dropping the stream stops the reply here; the connection
+        // discards the rest, and is dropped with the client.
+        if rows.len() == most {
+            return Err(ServerError::too_many_rows(most));
+        }
+        let row = row.map_err(|e| client.error(e))?;
+        bytes += row_bytes(&row);
+        if bytes > MAX_REPLY_BYTES {
+            return Err(ServerError::too_many_bytes(MAX_REPLY_BYTES));
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The bytes of a row's values, whatever their types.
+fn row_bytes(row: &Row) -> usize {
+    /// A value's length, read from any type.
+    struct Len(usize);
+    impl<'a> tokio_postgres::types::FromSql<'a> for Len {
+        fn from_sql(
+            _: &Type,
+            raw: &'a [u8],
+        ) -> std::result::Result<Len, Box<dyn std::error::Error + Sync + Send>> {
+            Ok(Len(raw.len()))
+        }
+        fn accepts(_: &Type) -> bool {
+            true
+        }
+    }
+    (0..row.len())
+        .filter_map(|i| row.try_get::<_, Option<Len>>(i).ok().flatten())
+        .map(|Len(n)| n)
+        .sum()
 }
 
 /// Runs `make()`'s future on a thread of this crate's own (see

@@ -20,8 +20,10 @@ use lockfile::OwnerRecord;
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
 use lockfile_lease::history::History;
+use tokio_postgres::Row;
 use tokio_postgres::types::Type;
-use tokio_postgres::{Client, Row};
+
+use crate::connect::Client;
 
 use crate::acquire::column;
 use crate::conn::{self, Conn};

@@ -103,7 +103,7 @@ pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
     conn::block_on(&key, || async {
         let client = conn.connect().await?;
         let rows = conn
-            .query(
+            .query_all(
                 &client,
                 Operation::Read,
                 conn.request_timeout,
@@ -112,7 +112,7 @@ pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
             )
             .await?;
         let histories = conn
-            .query(
+            .query_all(
                 &client,
                 Operation::Read,
                 conn.request_timeout,

@@ -128,6 +128,7 @@
 mod acquire;
 mod channel_binding;
 mod conn;
+mod connect;
 mod conninfo;
 mod engine;
 mod guard;
@@ -143,6 +144,7 @@ mod sql;
 pub mod sqlstate;
 mod sslmode;
 mod tls;
+mod wire;
 
 pub use guard::LeaseGuard;
 pub use key::{history_key_for, key_for};

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError, unbounded_channel};
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, Client};
+use tokio_postgres::AsyncMessage;
+
+use crate::connect::Client;
 
 use crate::ServerError;
 use crate::conn::Conn;
@@ -136,11 +138,9 @@ async fn open(conn: &Conn, url: &str, limit: Duration) -> Result<Listener, Strin
     let shown = server.shown.clone();
     let unanswered = || format!("`{shown}` did not answer within {limit:?}");
     let work = async {
-        let (client, mut connection) = server
-            .config
-            .connect(server.tls.clone())
+        let (client, mut connection) = crate::connect::connect(&server.config, &server.tls)
             .await
-            .map_err(|e| format!("connecting to `{shown}`: {}", ServerError::new(e)))?;
+            .map_err(|e| format!("connecting to `{shown}`: {e}"))?;
         let (tx, names) = unbounded_channel();
         // Drives the connection and hands over the channel's notifications;
         // it ends with the connection, when the client is dropped or the
@@ -166,7 +166,7 @@ async fn open(conn: &Conn, url: &str, limit: Duration) -> Result<Listener, Strin
         client
             .batch_execute(&conn.sql.listen)
             .await
-            .map_err(|e| format!("LISTEN on `{shown}`: {}", ServerError::new(e)))?;
+            .map_err(|e| format!("LISTEN on `{shown}`: {}", client.error(e)))?;
         Ok(Listener {
             _client: client,
             names,

@@ -12,11 +12,11 @@ use lockfile_lease::LeaseRequest;
 use lockfile_lease::error::LostReason;
 use lockfile_lease::session::{Request, Requests, Session};
 use lockfile_lease::signal::Renewals;
-use tokio_postgres::Client;
 use tokio_postgres::types::Type;
 
 use crate::acquire::{self, Held, column};
 use crate::conn::Conn;
+use crate::connect::Client;
 use crate::{LeaseSignal, Operation, Result};
 
 /// What the thread hands the guard once the lease is held.
@@ -171,7 +171,7 @@ async fn connection<'a>(
     client: &'a mut Option<Client>,
     limit: Duration,
 ) -> Result<&'a Client> {
-    if client.as_ref().is_none_or(Client::is_closed) {
+    if client.as_ref().is_none_or(|c| c.is_closed()) {
         *client = Some(conn.connect_within(limit).await?);
     }
     Ok(client.as_ref().expect("a connection"))

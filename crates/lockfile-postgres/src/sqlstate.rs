@@ -3,6 +3,7 @@
 //! that one line says what went wrong.
 
 use std::fmt;
+use std::io;
 
 /// SQLSTATE 42P01, `undefined_table`: the tables are missing.
 pub const UNDEFINED_TABLE: &str = "42P01";
@@ -40,7 +41,9 @@ pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
 pub struct ServerError {
     sqlstate: Option<String>,
     message: String,
-    source: tokio_postgres::Error,
+    /// The client's error; none when this crate refused the reply itself
+    /// (one larger than anything it writes).
+    source: Option<tokio_postgres::Error>,
 }
 
 impl ServerError {
@@ -68,7 +71,64 @@ impl ServerError {
         ServerError {
             sqlstate,
             message,
-            source,
+            source: Some(source),
+        }
+    }
+
+    /// A reply refused for holding more bytes of rows than
+    /// [`MAX_REPLY_BYTES`](crate::conn::MAX_REPLY_BYTES).
+    pub(crate) fn too_many_bytes(limit: usize) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: format!(
+                "the server answered more than {limit} bytes of rows to one statement, the \
+                 most lockfile reads of one reply: the reply is refused"
+            ),
+            source: None,
+        }
+    }
+
+    /// A connection that could not be made (before tokio-postgres had a
+    /// socket to report on).
+    pub(crate) fn connect(e: io::Error) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: format!("error connecting to server: {e}"),
+            source: None,
+        }
+    }
+
+    /// Connection parameters that cannot work.
+    pub(crate) fn config(why: &str) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: format!("invalid configuration: {why}"),
+            source: None,
+        }
+    }
+
+    /// A message refused for its declared length ([`crate::wire`]).
+    pub(crate) fn too_large(too_large: crate::wire::TooLarge) -> ServerError {
+        ServerError {
+            sqlstate: None,
+            message: too_large.to_string(),
+            source: None,
+        }
+    }
+
+    /// A reply refused for holding more rows than the statement can return
+    /// from what this engine writes: a hostile or broken server, or
+    /// another role's rows in our tables. Unreachable, as a server that
+    /// cannot be used is.
+    pub(crate) fn too_many_rows(limit: usize) -> ServerError {
+        let rows = if limit == 1 { "row" } else { "rows" };
+        ServerError {
+            sqlstate: None,
+            message: format!(
+                "the server answered more than {limit} {rows} to one statement, the most it can \
+                 return from what lockfile writes: the reply is refused"
+            ),
+            source: None,
         }
     }
 
@@ -133,6 +193,8 @@ impl fmt::Display for ServerError {
 
 impl std::error::Error for ServerError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

@@ -34,6 +34,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream};
 
 use crate::sslmode::{SslMode, SslParams};
+use crate::wire::{Bounded, Refusal};
 
 /// The ALPN protocol PostgreSQL 17 expects (and requires for
 /// `sslnegotiation=direct`); older servers ignore it.
@@ -191,6 +192,7 @@ where
             config: Arc::new(config),
             name,
             roots,
+            refused: Refusal::default(),
         })
     }
 }
@@ -201,6 +203,16 @@ pub(crate) struct Connector {
     name: ServerName<'static>,
     /// The root file the chain is verified against, for messages.
     roots: Option<PathBuf>,
+    /// Where the bound on the messages inside TLS keeps its refusal.
+    refused: Refusal,
+}
+
+impl Connector {
+    /// The connector, keeping the refusal of an oversized message in
+    /// `refused` (the connection's).
+    pub(crate) fn with_refusal(self, refused: Refusal) -> Connector {
+        Connector { refused, ..self }
+    }
 }
 
 impl fmt::Debug for Connector {
@@ -223,9 +235,13 @@ where
     fn connect(self, stream: S) -> Self::Future {
         let connector = tokio_rustls::TlsConnector::from(self.config);
         let roots = self.roots;
+        let refused = self.refused;
         Box::pin(async move {
             match connector.connect(self.name, stream).await {
-                Ok(stream) => Ok(RustlsStream(stream)),
+                // Inside TLS, the server's messages are framed from the
+                // first byte: bounded there (the socket under it sees only
+                // TLS records).
+                Ok(stream) => Ok(RustlsStream(Bounded::framed(stream, refused))),
                 Err(e) => {
                     let rustls = e
                         .get_ref()
@@ -243,7 +259,7 @@ where
 
 /// An encrypted connection.
 #[derive(Debug)]
-pub(crate) struct RustlsStream<S>(tokio_rustls::client::TlsStream<S>);
+pub(crate) struct RustlsStream<S>(Bounded<tokio_rustls::client::TlsStream<S>>);
 
 impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for RustlsStream<S> {
     fn poll_read(
@@ -271,18 +287,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_shutdown(cx)
     }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
@@ -290,7 +294,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
     /// of the server's certificate, which a man in the middle cannot
     /// present.
     fn channel_binding(&self) -> ChannelBinding {
-        let (_, session) = self.0.get_ref();
+        let (_, session) = self.0.get_ref().get_ref();
         session
             .peer_certificates()
             .and_then(|chain| chain.first())

@@ -387,6 +387,28 @@ fn the_embedded_reserved_key_words_are_the_live_servers() {
 }
 
 #[test]
+fn a_failing_acquire_statement_is_reported_as_the_acquire_not_the_owner_record() {
+    let pg = server();
+    // A role with every grant but those on the leases table: the acquire
+    // statement itself fails on the server, for real.
+    pg.psql("CREATE ROLE no_leases LOGIN PASSWORD 'no-leases-pw'");
+    pg.psql(&lockfile_postgres::schema::grants("lockfile", "no_leases"));
+    pg.psql("REVOKE ALL ON lockfile.leases FROM no_leases");
+    let url = pg.url().replacen(
+        &format!("{}:{PASSWORD}@", pg::USER),
+        "no_leases:no-leases-pw@",
+        1,
+    );
+    let out = run(&url, &[], "noleases", "true");
+    let err = stderr(&out);
+    assert_eq!(code(&out), 69, "{err}");
+    assert!(err.contains("acquire"), "{err}");
+    assert!(err.contains("42501"), "{err}");
+    assert!(!err.contains("owner record"), "{err}");
+    assert!(!err.contains("no-leases-pw"), "{err}");
+}
+
+#[test]
 fn a_server_down_for_longer_than_the_ttl_stops_the_command_and_the_run_exits_79() {
     let pg = server();
     let (mut wrapper, ready) = start(

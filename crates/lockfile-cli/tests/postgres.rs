@@ -409,6 +409,32 @@ fn a_failing_acquire_statement_is_reported_as_the_acquire_not_the_owner_record()
 }
 
 #[test]
+fn a_bounded_wait_bounds_the_requests_to_a_silent_server() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap().to_string();
+    let url = format!("postgres://lease@{server}/postgres");
+    // Accepted and kept open, never answered, until the test ends.
+    std::thread::spawn(move || {
+        let kept: Vec<_> = listener.incoming().collect();
+        drop(kept);
+    });
+    let out = lockfile()
+        .args(["run", "-w", "1", "--postgres", &url, "silent", "true"])
+        .bounded_output();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 69, "{err}");
+    assert!(err.contains(&server), "names the server: {err}");
+    // The bound the request was given, as the error states it.
+    let within = err
+        .split("no answer within ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .and_then(|bound| humantime::parse_duration(bound.trim()).ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(within <= Duration::from_secs(1), "{err}");
+}
+
+#[test]
 fn a_server_down_for_longer_than_the_ttl_stops_the_command_and_the_run_exits_79() {
     let pg = server();
     let (mut wrapper, ready) = start(

@@ -330,6 +330,111 @@ fn the_url_comes_from_the_environment_and_the_schema_can_be_named() {
     );
 }
 
+/// `lockfile postgres schema` with these arguments.
+fn print_schema(args: &[&str]) -> Output {
+    lockfile()
+        .args(["postgres", "schema"])
+        .args(args)
+        .bounded_output()
+}
+
+#[test]
+fn a_role_or_schema_that_would_need_quoting_is_refused_and_a_plain_role_gets_exactly_its_grants() {
+    // Unquoted, `JobsApp` would grant to `jobsapp`; the injection would be
+    // run as SQL by whoever applies the output; `user` is a reserved key
+    // word and would be a syntax error. Each is refused, naming the cause,
+    // and nothing is printed.
+    for (args, cause) in [
+        (&["--role", "JobsApp"][..], "cannot name the role"),
+        (
+            &["--role", "x; ALTER ROLE x SUPERUSER; --"][..],
+            "cannot name the role",
+        ),
+        (&["--role", "user"][..], "reserved key word"),
+        (&["--postgres-schema", "user"][..], "reserved key word"),
+    ] {
+        let out = print_schema(args);
+        assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(cause), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // A role that passes is granted exactly what the output says, on a
+    // real server.
+    let pg = Postgres::start();
+    let out = print_schema(&["--postgres-schema", "jobs", "--role", "jobs_app"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    pg.psql("CREATE ROLE jobs_app");
+    pg.psql(&String::from_utf8_lossy(&out.stdout));
+    for table in ["leases", "history", "runs", "settings"] {
+        assert_eq!(
+            pg.psql(&format!(
+                "SELECT has_table_privilege('jobs_app', 'jobs.{table}', 'SELECT, INSERT, UPDATE, DELETE')"
+            )),
+            "t",
+            "{table}"
+        );
+    }
+}
+
+#[test]
+fn the_embedded_reserved_key_words_are_the_live_servers() {
+    let pg = Postgres::start();
+    let live = pg.psql(
+        "SELECT string_agg(word, ' ' ORDER BY word) FROM pg_get_keywords() WHERE catcode = 'R'",
+    );
+    let mut embedded = lockfile_postgres::schema::RESERVED_KEY_WORDS.to_vec();
+    embedded.sort_unstable();
+    assert_eq!(live, embedded.join(" "));
+}
+
+#[test]
+fn a_failing_acquire_statement_is_reported_as_the_acquire_not_the_owner_record() {
+    let pg = server();
+    // A role with every grant but those on the leases table: the acquire
+    // statement itself fails on the server, for real.
+    pg.psql("CREATE ROLE no_leases LOGIN PASSWORD 'no-leases-pw'");
+    pg.psql(&lockfile_postgres::schema::grants("lockfile", "no_leases"));
+    pg.psql("REVOKE ALL ON lockfile.leases FROM no_leases");
+    let url = pg.url().replacen(
+        &format!("{}:{PASSWORD}@", pg::USER),
+        "no_leases:no-leases-pw@",
+        1,
+    );
+    let out = run(&url, &[], "noleases", "true");
+    let err = stderr(&out);
+    assert_eq!(code(&out), 69, "{err}");
+    assert!(err.contains("acquire"), "{err}");
+    assert!(err.contains("42501"), "{err}");
+    assert!(!err.contains("owner record"), "{err}");
+    assert!(!err.contains("no-leases-pw"), "{err}");
+}
+
+#[test]
+fn a_bounded_wait_bounds_the_requests_to_a_silent_server() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = listener.local_addr().unwrap().to_string();
+    let url = format!("postgres://lease@{server}/postgres");
+    // Accepted and kept open, never answered, until the test ends.
+    std::thread::spawn(move || {
+        let kept: Vec<_> = listener.incoming().collect();
+        drop(kept);
+    });
+    let out = lockfile()
+        .args(["run", "-w", "1", "--postgres", &url, "silent", "true"])
+        .bounded_output();
+    let err = stderr(&out);
+    assert_eq!(code(&out), 69, "{err}");
+    assert!(err.contains(&server), "names the server: {err}");
+    // The bound the request was given, as the error states it.
+    let within = err
+        .split("no answer within ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .and_then(|bound| humantime::parse_duration(bound.trim()).ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(within <= Duration::from_secs(1), "{err}");
+}
+
 #[test]
 fn a_server_down_for_longer_than_the_ttl_stops_the_command_and_the_run_exits_79() {
     let pg = server();

@@ -54,7 +54,11 @@ impl fmt::Display for Operation {
         f.write_str(match self {
             Operation::Connect => "connect to the server for",
             Operation::Grant => "grant a lease for",
-            Operation::Acquire => "write the owner record to",
+            // Named for the step, not its effect: the acquire can fail
+            // before any owner record is written (a missing grant, a
+            // serialisation failure), and "the owner record" then sent
+            // readers to the wrong place.
+            Operation::Acquire => "run the acquire transaction on",
             Operation::Watch => "watch",
             Operation::Renew => "renew the lease on",
             Operation::Read => "read",

@@ -111,13 +111,15 @@ pub(crate) async fn acquire(
         {
             listener = None;
         }
+        // Every request of this attempt ends by the wait's end too.
+        let bounded = conn.within(until);
         let tried = match client.take().filter(|c| !c.is_closed()) {
             Some(c) => Ok(c),
-            None => conn.connect().await,
+            None => bounded.connect().await,
         };
         let tried = match tried {
             Ok(c) => {
-                let answer = attempt(conn, &c, name, ms, ttl, request).await;
+                let answer = attempt(&bounded, &c, name, ms, ttl, request).await;
                 client = Some(c);
                 answer
             }

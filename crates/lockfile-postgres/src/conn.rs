@@ -106,6 +106,24 @@ impl Conn {
         }
     }
 
+    /// The same connection, whose calls must also end by `until` (a
+    /// bounded wait's end): `-w 3` against a silent server gives up after
+    /// 3 s, not after the request timeout. Never less than a tenth of a
+    /// second, so that a call started at the deadline is still made (as
+    /// the etcd engine's `Conn::within`).
+    pub(crate) fn within(&self, until: Option<Instant>) -> Conn {
+        const AT_LEAST: Duration = Duration::from_millis(100);
+        match until {
+            Some(until) => Conn {
+                request_timeout: self
+                    .left_until(until)
+                    .max(AT_LEAST.min(self.request_timeout)),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
+
     /// How long one call may take: the request timeout, or less when it
     /// must end by `until`.
     pub(crate) fn left_until(&self, until: Instant) -> Duration {

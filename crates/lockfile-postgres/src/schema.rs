@@ -18,26 +18,137 @@ pub const DEFAULT_HISTORY_DAYS: u32 = 30;
 /// The longest schema name PostgreSQL keeps (NAMEDATALEN - 1).
 const MAX_SCHEMA_LEN: usize = 63;
 
-/// Checks that `schema` can name the schema without quoting: 1 to 63
-/// lowercase ASCII letters, digits and `_`, not starting with a digit.
+/// PostgreSQL's reserved key words: a name spelled like one of them is a
+/// syntax error unless quoted, so it is refused rather than pasted.
+///
+/// Source: PostgreSQL 15, `SELECT word FROM pg_get_keywords() WHERE
+/// catcode = 'R' ORDER BY word`. A test compares this list with the live
+/// server's, so that a newer server's additions are noticed.
+pub const RESERVED_KEY_WORDS: &[&str] = &[
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "column",
+    "constraint",
+    "create",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "from",
+    "grant",
+    "group",
+    "having",
+    "in",
+    "initially",
+    "intersect",
+    "into",
+    "lateral",
+    "leading",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "not",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "select",
+    "session_user",
+    "some",
+    "symmetric",
+    "table",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "when",
+    "where",
+    "window",
+    "with",
+];
+
+/// Checks that `name` can be pasted into SQL as an identifier without
+/// quoting: 1 to 63 lowercase ASCII letters, digits and `_`, not starting
+/// with a digit, and not a reserved key word. Names are refused rather
+/// than quoted because the same name is typed by a DBA in `psql` and in
+/// the URL's `options`, where a quoted and an unquoted spelling would
+/// silently name two different objects (`JobsApp` is `jobsapp` unquoted).
+fn check_identifier(name: &str, what: &str) -> Result<(), String> {
+    let shape = !name.is_empty()
+        && name.len() <= MAX_SCHEMA_LEN
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !shape {
+        return Err(format!(
+            "{name:?} cannot name the {what}: use 1 to {MAX_SCHEMA_LEN} lowercase ASCII letters, digits and `_`, not starting with a digit"
+        ));
+    }
+    if RESERVED_KEY_WORDS.contains(&name) {
+        return Err(format!(
+            "{name:?} cannot name the {what}: it is a PostgreSQL reserved key word"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `schema` can name the schema without quoting (see
+/// [`check_role`] for the same rule on the role).
 ///
 /// # Errors
 ///
 /// A sentence saying what is wrong with it.
 pub fn check_schema(schema: &str) -> Result<(), String> {
-    let ok = !schema.is_empty()
-        && schema.len() <= MAX_SCHEMA_LEN
-        && !schema.starts_with(|c: char| c.is_ascii_digit())
-        && schema
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{schema:?} cannot name the schema: use 1 to {MAX_SCHEMA_LEN} lowercase ASCII letters, digits and `_`, not starting with a digit"
-        ))
-    }
+    check_identifier(schema, "schema")
+}
+
+/// Checks that `role` can be pasted into [`grants`] without quoting: the
+/// same rule as the schema's, so that what is printed grants to exactly
+/// the role that was named, and nothing in it can be read as SQL.
+///
+/// # Errors
+///
+/// A sentence saying what is wrong with it.
+pub fn check_role(role: &str) -> Result<(), String> {
+    check_identifier(role, "role")
 }
 
 /// The DDL that creates the schema `schema`, idempotently, in one
@@ -126,6 +237,8 @@ CREATE TABLE IF NOT EXISTS {s}.settings (
 
 /// The grants a role needs to run jobs (and inspect) with schema `schema`,
 /// and nothing more: no DDL rights.
+///
+/// `role` must pass [`check_role`], and `schema` [`check_schema`].
 pub fn grants(schema: &str, role: &str) -> String {
     let s = schema;
     format!(
@@ -179,10 +292,25 @@ mod tests {
             "a-b",
             "a;drop",
             "a b",
+            "user",
+            "select",
             &"x".repeat(64),
         ] {
             assert!(check_schema(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn roles_follow_the_schemas_rule() {
+        assert!(check_role("jobs_app").is_ok());
+        for bad in ["JobsApp", "x; ALTER ROLE x SUPERUSER; --", "user", ""] {
+            assert!(check_role(bad).is_err(), "{bad}");
+        }
+        assert!(
+            check_role("user")
+                .unwrap_err()
+                .contains("reserved key word")
+        );
     }
 
     #[test]

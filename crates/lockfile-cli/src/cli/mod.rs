@@ -492,7 +492,9 @@ pub(crate) enum PostgresCommand {
         #[arg(long, value_name = "NAME", default_value = "lockfile")]
         postgres_schema: String,
 
-        /// The role to grant in the printed GRANT statements.
+        /// The role to grant in the printed GRANT statements: lowercase
+        /// ASCII letters, digits and `_`, not a reserved key word (a name
+        /// that would need quoting is refused, exit 64).
         #[arg(long, value_name = "ROLE", default_value = "lockfile_app")]
         role: String,
     },

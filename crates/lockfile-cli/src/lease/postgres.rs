@@ -13,7 +13,12 @@ pub(crate) fn postgres(command: PostgresCommand) -> i32 {
                 postgres_schema,
                 role,
             } => {
-                if let Err(e) = schema::check_schema(&postgres_schema) {
+                // Both are pasted into the printed SQL: refuse what would
+                // need quoting rather than print SQL that grants to
+                // another role or runs what the name smuggles in.
+                if let Err(e) =
+                    schema::check_schema(&postgres_schema).and_then(|()| schema::check_role(&role))
+                {
                     errln!("lockfile: {e}");
                     return exit::USAGE;
                 }

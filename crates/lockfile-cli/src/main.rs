@@ -6,8 +6,10 @@
 //!
 //! - `cli/`: the command line (one clap definition), durations, output
 //!   formats;
-//! - `run/`: `lockfile run`: COMMAND, its supervision and signals, the
-//!   limits, and the lease across hosts;
+//! - `run/`: `lockfile run`, one pipeline over what it holds (`run/hold/`:
+//!   a lock file or a lease): COMMAND, its supervision and signals, the
+//!   limits;
+//! - `lease/`: the lease engines, and `inspect` of leases;
 //! - `monitor/`: what a run tells the monitoring system: metrics files,
 //!   pings, and the exposition format they share with `inspect`;
 //! - `flock/`: the `flock` personality, util-linux flock(1)'s command line;
@@ -99,33 +101,11 @@ fn main() {
     if let Some(format) = cli.log_format {
         log::init(format);
     }
-    // A lease engine (`--etcd`) hands `run` and `inspect` to the lease
-    // module: a lease and a file lock share COMMAND's supervision, the
-    // monitoring and the table layout, nothing else. `check` tells them
-    // apart itself.
-    let engine = match &cli.command {
-        Command::Run(args) => Some(&args.engine),
-        Command::Inspect(args) => Some(&args.engine),
-        Command::Check(args) => Some(&args.engine),
-        _ => None,
-    };
-    if engine.is_some_and(|e| e.postgres_schema.is_some() && e.postgres_url().is_none()) {
-        errln!(
-            "lockfile: --postgres-schema needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL"
-        );
-        std::process::exit(exit::USAGE);
-    }
-    if let Command::Run(args) = &cli.command
-        && args.postgres_listen.is_some()
-        && args.engine.postgres_url().is_none()
-    {
-        errln!(
-            "lockfile: --postgres-listen needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL"
-        );
+    if let Some(conflict) = cli.command.conflict() {
+        errln!("lockfile: {conflict}");
         std::process::exit(exit::USAGE);
     }
     let code = match cli.command {
-        Command::Run(args) if args.engine.chosen() => lease::run::run(args),
         Command::Inspect(args) if args.engine.chosen() => lease::inspect::inspect(&args),
         Command::Run(args) => run::run(args),
         Command::Inspect(args) => inspect::inspect(args),

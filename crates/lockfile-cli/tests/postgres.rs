@@ -228,6 +228,21 @@ fn sigkill_of_the_wrapper_lets_a_waiting_contender_in_within_the_ttl_and_one_ren
 }
 
 #[test]
+fn a_command_that_never_beats_is_stopped_with_its_tree_and_the_lease_freed_at_once() {
+    let pg = server();
+    common::hung_lease::a_command_that_never_beats_is_stopped_and_its_lease_freed_at_once(&[
+        "--postgres",
+        &pg.url(),
+    ]);
+}
+
+#[test]
+fn a_command_that_beats_under_a_lease_runs_to_its_end() {
+    let pg = server();
+    common::hung_lease::a_command_that_beats_runs_to_its_end(&["--postgres", &pg.url()]);
+}
+
+#[test]
 fn sigkill_of_the_wrapper_kills_the_whole_tree_before_a_second_holder_runs() {
     let pg = server();
     common::dead_wrapper::a_killed_wrappers_tree_dies_before_its_lease_lapses(&[
@@ -425,14 +440,15 @@ fn a_bounded_wait_bounds_the_requests_to_a_silent_server() {
     let err = stderr(&out);
     assert_eq!(code(&out), 69, "{err}");
     assert!(err.contains(&server), "names the server: {err}");
-    // The bound the request was given, as the error states it.
+    // The bound the request was given, as the error states it: the wait's
+    // end and a second more.
     let within = err
         .split("no answer within ")
         .nth(1)
         .and_then(|rest| rest.lines().next())
         .and_then(|bound| humantime::parse_duration(bound.trim()).ok())
         .unwrap_or_else(|| panic!("{err}"));
-    assert!(within <= Duration::from_secs(1), "{err}");
+    assert!(within <= Duration::from_secs(2), "{err}");
 }
 
 #[test]

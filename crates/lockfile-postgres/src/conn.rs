@@ -107,17 +107,21 @@ impl Conn {
     }
 
     /// The same connection, whose calls must also end by `until` (a
-    /// bounded wait's end): `-w 3` against a silent server gives up after
-    /// 3 s, not after the request timeout. Never less than a tenth of a
-    /// second, so that a call started at the deadline is still made (as
-    /// the etcd engine's `Conn::within`).
+    /// bounded wait's end) and one second more: `-w 3` against a silent
+    /// server gives up within 4 s, not after the request timeout, while a
+    /// server that is only slow when the wait runs out (a loaded host, an
+    /// attempt started a moment before the end) still gets a second to
+    /// answer, and the wait ends as a timeout naming the holder rather than
+    /// as a server failure.
     pub(crate) fn within(&self, until: Option<Instant>) -> Conn {
-        const AT_LEAST: Duration = Duration::from_millis(100);
+        const GRACE: Duration = Duration::from_secs(1);
         match until {
             Some(until) => Conn {
-                request_timeout: self
-                    .left_until(until)
-                    .max(AT_LEAST.min(self.request_timeout)),
+                request_timeout: self.request_timeout.min(
+                    until
+                        .saturating_duration_since(std::time::Instant::now())
+                        .saturating_add(GRACE),
+                ),
                 ..self.clone()
             },
             None => self.clone(),

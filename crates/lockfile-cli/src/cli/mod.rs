@@ -109,7 +109,7 @@ pub(crate) struct RunArgs {
 
     /// Print flock(1)'s lines: how long getting the lock took and what is
     /// executed (on stdout), and why it failed (on stderr).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "quiet")]
     pub(crate) verbose: bool,
 
     /// Behave as util-linux flock(1) does where they differ (the `flock`
@@ -120,7 +120,7 @@ pub(crate) struct RunArgs {
 
     /// With a descriptor number alone: unlock it (as flock(1) -u N), marking
     /// our record in it released when there is one.
-    #[arg(short = 'u', long)]
+    #[arg(short = 'u', long, conflicts_with_all = ["command", "shell_command", "engine"])]
     pub(crate) unlock: bool,
 
     /// COMMAND does not inherit the lock's descriptor: the wrapper holds the
@@ -172,10 +172,11 @@ pub(crate) struct RunArgs {
     pub(crate) postgres_listen: Option<String>,
 
     /// COMMAND proves its progress: it must beat (`lockfile beat`, or touch
-    /// "$LOCKFILE_PATH") within DURATION of starting and then at least every
+    /// "$LOCKFILE_BEAT") within DURATION of starting and then at least every
     /// DURATION, or it is stopped with everything it started, and the run
-    /// exits 124. The wrapper then keeps no heartbeat of its own.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive, conflicts_with = "engine")]
+    /// exits 124 (under a lease, which is then released at once). The
+    /// wrapper then keeps no heartbeat of its own.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse_positive)]
     pub(crate) watchdog: Option<Duration>,
 
     /// Stop COMMAND, with everything it started, once it has run for
@@ -397,6 +398,33 @@ pub(crate) struct CheckArgs {
     /// The lock file (a missing file counts as "never succeeded"); with a
     /// lease engine (--etcd), the lease name.
     pub(crate) lockfile: PathBuf,
+}
+
+impl Command {
+    /// A usage conflict that clap cannot see, because an environment
+    /// variable takes part (LOCKFILE_POSTGRES_URL stands for --postgres only
+    /// when no engine option is given). Every other conflict is declared to
+    /// clap, with its arguments.
+    pub(crate) fn conflict(&self) -> Option<&'static str> {
+        let (engine, listen) = match self {
+            Command::Run(args) => (&args.engine, args.postgres_listen.is_some()),
+            Command::Inspect(args) => (&args.engine, false),
+            Command::Check(args) => (&args.engine, false),
+            _ => return None,
+        };
+        let postgres = engine.postgres_url().is_some();
+        if engine.postgres_schema.is_some() && !postgres {
+            return Some(
+                "--postgres-schema needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL",
+            );
+        }
+        if listen && !postgres {
+            return Some(
+                "--postgres-listen needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL",
+            );
+        }
+        None
+    }
 }
 
 impl RunArgs {

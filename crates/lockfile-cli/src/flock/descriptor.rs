@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use lockfile::LockOptions;
 
+use crate::cli::RunArgs;
 use crate::exit;
 
 /// Locking (or unlocking) descriptor N of the calling shell, which keeps the
@@ -73,6 +74,42 @@ impl Descriptor {
                 errln!("{name}: {e}");
                 exit::DATA_ERROR
             }
+        }
+    }
+}
+
+/// `lockfile run` without COMMAND: the descriptor form (`lockfile run N`,
+/// as flock(1) N), or a usage error. `claimed`: `--once-per` was given.
+pub(crate) fn without_command(args: &RunArgs, claimed: bool, name: &str) -> i32 {
+    if args.engine.chosen() {
+        errln!("lockfile: a lease needs a COMMAND to run under it (or -c STRING)");
+        return exit::USAGE;
+    }
+    if claimed {
+        errln!(
+            "{name}: --once-per needs a lock file and a COMMAND: a descriptor's lock keeps no record to claim a tick in"
+        );
+        return exit::USAGE;
+    }
+    match args.lockfile.to_str().and_then(|s| s.parse::<i32>().ok()) {
+        Some(fd) => Descriptor {
+            fd,
+            shared: args.shared && !args.exclusive,
+            unlock: args.unlock,
+            wait: if args.nonblock {
+                Some(Duration::ZERO)
+            } else {
+                args.wait
+            },
+            conflict: Some(args.conflict_exit_code),
+            verbose: args.verbose,
+        }
+        .run(name),
+        None => {
+            errln!(
+                "{name}: COMMAND is missing: `lockfile run LOCKFILE COMMAND...`, `-c STRING`, or a descriptor number alone"
+            );
+            exit::USAGE
         }
     }
 }

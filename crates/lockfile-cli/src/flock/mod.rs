@@ -7,7 +7,7 @@
 //! Also the descriptor form that both faces share: `lockfile run N` and
 //! `flock N` lock (or with `-u` unlock) descriptor N of the calling shell.
 
-mod descriptor;
+pub(crate) mod descriptor;
 mod doc;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
-//! Leases instead of lock files: `run`, `inspect` and `check` against a
-//! lease engine, for jobs that may run on several hosts.
+//! Leases instead of lock files: `inspect` and `check` against a lease
+//! engine, for jobs that may run on several hosts, and the engine a lease
+//! run holds (`run::hold::lease`).
 //!
 //! Everything here drives the lease layer's traits (`Engine`, `Lease`);
 //! [`engine`] is the one place that knows which engines exist. A new engine
@@ -12,7 +13,6 @@ use crate::exit;
 
 pub(crate) mod inspect;
 pub(crate) mod postgres;
-pub(crate) mod run;
 
 /// The engine `args` asks for, or the status to exit with after saying why
 /// there is none. `listen` is where a waiting PostgreSQL acquire listens

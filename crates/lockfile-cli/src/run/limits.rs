@@ -1,15 +1,14 @@
-//! The wrapper's timers while COMMAND runs under `lockfile run`: its own
-//! heartbeat, or the watchdog that COMMAND's beats feed, and the maximum
-//! runtime. Each reached limit starts the one stop sequence. The maximum
-//! runtime ([`MaxRuntime`]) also serves the lease, which has no lock file
-//! for the others.
+//! The wrapper's timers while COMMAND runs under `lockfile run`, whatever
+//! the hold: its own heartbeat (when the hold keeps one), the watchdog that
+//! COMMAND's beats feed, and the maximum runtime. A reached limit asks the
+//! supervision loop for a stop ([`Wake`]); it never drives the stop sequence
+//! itself.
 
 use std::time::{Duration, Instant, SystemTime};
 
-use lockfile::LockGuard;
-
 use crate::cli::RunArgs;
-use crate::run::supervise::{self, StopSequence};
+use crate::run::hold::Hold;
+use crate::run::supervise::{self, Stop, StopSequence, Wake};
 
 /// Which limit stopped a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,19 +17,18 @@ pub(crate) enum Limit {
     MaxRuntime,
 }
 
-/// The wrapper's timers while COMMAND runs: its own heartbeat, or the
-/// watchdog that COMMAND's beats feed, and the maximum runtime. Every
-/// duration is measured on the monotonic clock, so that a step of the wall
-/// clock never stops a healthy job.
+/// The wrapper's timers while COMMAND runs. Every duration is measured on
+/// the monotonic clock, so that a step of the wall clock never stops a
+/// healthy job.
 pub(crate) struct Limits {
     /// The wrapper's own heartbeat interval; `None` when COMMAND beats or the
-    /// file is not ours to touch.
+    /// hold keeps none (a lease renews instead).
     heartbeat: Option<Duration>,
     next_heartbeat: Instant,
     watchdog: Option<Duration>,
     max_runtime: Option<MaxRuntime>,
-    /// The lock file's modification time when last looked at, and when it
-    /// was last seen to change (a beat).
+    /// Where COMMAND beats, its modification time when last looked at, and
+    /// when it was last seen to change (a beat).
     seen_modified: Option<SystemTime>,
     last_beat: Instant,
     job: String,
@@ -38,32 +36,35 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
-    pub(crate) fn new(guard: &LockGuard, args: &RunArgs) -> Limits {
+    /// The limits of a COMMAND that starts now under `hold`.
+    pub(crate) fn new(hold: &dyn Hold, args: &RunArgs) -> Limits {
         let started = Instant::now();
-        let heartbeat = match (args.watchdog, guard.no_record()) {
-            (None, None) => Some(args.heartbeat),
-            _ => None,
-        };
+        let heartbeat = hold.heartbeat_every();
         Limits {
             heartbeat,
-            next_heartbeat: supervise::after(args.heartbeat),
+            next_heartbeat: supervise::after(heartbeat.unwrap_or(Duration::MAX)),
             watchdog: args.watchdog,
             max_runtime: MaxRuntime::new(args.max_runtime, started),
-            seen_modified: guard.modified().ok(),
+            seen_modified: hold.beaten(),
             last_beat: started,
-            job: guard.record().job.clone().unwrap_or_default(),
+            job: hold.record().job.clone().unwrap_or_default(),
             stopped_for: None,
         }
     }
 
+    /// Whether a limit applies to the run (and so to what it leaves behind).
     pub(crate) fn any(&self) -> bool {
         self.watchdog.is_some() || self.max_runtime.is_some()
     }
 
-    /// The earliest moment something is due.
-    pub(crate) fn next_wake(&self) -> Instant {
+    /// The earliest moment something is due; only the heartbeat once a
+    /// signal from outside was forwarded.
+    fn next_wake(&self, forwarded: bool) -> Instant {
         let far = supervise::after(Duration::MAX);
         let heartbeat = self.heartbeat.map_or(far, |_| self.next_heartbeat);
+        if forwarded {
+            return heartbeat;
+        }
         let watchdog = self
             .watchdog
             .and_then(|w| self.last_beat.checked_add(w))
@@ -72,34 +73,29 @@ impl Limits {
         heartbeat.min(watchdog).min(runtime)
     }
 
-    /// Beats, watches COMMAND's beats and the clock, and starts the stop
-    /// sequence when a limit is reached. Returns the next wake-up.
-    pub(crate) fn check(&mut self, guard: &LockGuard, stop: &mut StopSequence) -> Instant {
-        if let Some(next) = stop.step() {
-            return next;
+    /// Beats for the hold when due, watches COMMAND's beats and the clock,
+    /// and asks for a stop when a limit is reached at `now`.
+    pub(crate) fn watch(&mut self, hold: &dyn Hold, stop: &StopSequence, now: Instant) -> Wake {
+        if stop.stopping() {
+            // The sequence runs its course; nothing here adds to it.
+            return Wake::never();
         }
-        let now = Instant::now();
         if let Some(interval) = self.heartbeat
             && now >= self.next_heartbeat
         {
-            if let Err(e) = guard.heartbeat() {
-                errln!("lockfile: {e}");
-            }
+            hold.heartbeat();
             self.next_heartbeat = supervise::after(interval);
         }
         if stop.forwarded() {
             // Someone else is stopping the run (an evictor, an operator):
             // it is not this run's limit that ends it. Only the heartbeat
             // goes on.
-            return match self.heartbeat {
-                Some(_) => self.next_heartbeat,
-                None => supervise::after(Duration::MAX),
-            };
+            return Wake::at(self.next_wake(true));
         }
         if let Some(threshold) = self.watchdog {
             // Any change of the modification time is a beat: COMMAND's own
             // clock may differ from ours, and only the change matters.
-            let modified = guard.modified().ok();
+            let modified = hold.beaten();
             if modified != self.seen_modified {
                 self.seen_modified = modified;
                 self.last_beat = now;
@@ -115,12 +111,12 @@ impl Limits {
                 tracing::warn!(
                     name: "heartbeat_silent",
                     event = "heartbeat_silent",
-                    path = %guard.path().display(),
+                    lock = %hold.label(),
                     job = %self.job,
                     silent_ms = silent.as_millis() as u64,
                     threshold_ms = threshold.as_millis() as u64,
                 );
-                return self.stop(Limit::Watchdog, stop);
+                return self.stop(Limit::Watchdog);
             }
         }
         if self
@@ -128,22 +124,23 @@ impl Limits {
             .as_ref()
             .is_some_and(|m| m.check(&self.job, now))
         {
-            return self.stop(Limit::MaxRuntime, stop);
+            return self.stop(Limit::MaxRuntime);
         }
-        self.next_wake()
+        Wake::at(self.next_wake(false))
     }
 
-    fn stop(&mut self, limit: Limit, stop: &mut StopSequence) -> Instant {
+    fn stop(&mut self, limit: Limit) -> Wake {
         self.stopped_for = Some(limit);
-        stop.terminate(None);
-        stop.step().unwrap_or_else(Instant::now)
+        Wake {
+            stop: Some(Stop::Terminate { kill_by: None }),
+            next: supervise::after(Duration::MAX),
+        }
     }
 }
 
-/// `--max-runtime`, for the file lock (within [`Limits`]) and the lease
-/// alike, so that both measure it and say it the same way.
+/// `--max-runtime`: when COMMAND started and how long it may run.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct MaxRuntime {
+struct MaxRuntime {
     limit: Duration,
     /// When COMMAND started, on the monotonic clock: a step of the wall
     /// clock must not stop a job early, nor let it overrun.
@@ -152,12 +149,12 @@ pub(crate) struct MaxRuntime {
 
 impl MaxRuntime {
     /// The limit for a COMMAND that started at `started`, if there is one.
-    pub(crate) fn new(limit: Option<Duration>, started: Instant) -> Option<MaxRuntime> {
+    fn new(limit: Option<Duration>, started: Instant) -> Option<MaxRuntime> {
         limit.map(|limit| MaxRuntime { limit, started })
     }
 
     /// When the limit is reached (a year away for a limit too large to add).
-    pub(crate) fn deadline(&self) -> Instant {
+    fn deadline(&self) -> Instant {
         self.started
             .checked_add(self.limit)
             .unwrap_or_else(|| supervise::after(Duration::MAX))
@@ -165,7 +162,7 @@ impl MaxRuntime {
 
     /// Whether the limit is reached at `now`; if so, says on stderr that
     /// `job` is being stopped for it, before the stop sequence begins.
-    pub(crate) fn check(&self, job: &str, now: Instant) -> bool {
+    fn check(&self, job: &str, now: Instant) -> bool {
         if now.duration_since(self.started) < self.limit {
             return false;
         }

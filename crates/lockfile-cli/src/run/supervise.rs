@@ -70,11 +70,6 @@ impl StopSequence {
         self.forwarded
     }
 
-    /// Whether SIGKILL went out.
-    pub(crate) fn killed(&self) -> bool {
-        self.killed_at.is_some()
-    }
-
     /// Step 1: SIGTERM and SIGCONT to the tree, once. SIGKILL follows
     /// `--kill-after` later, or at `hard_deadline` if that comes first.
     ///
@@ -82,7 +77,7 @@ impl StopSequence {
     /// `hard_deadline`: a lease about to lapse while a limit stops the run
     /// must still see the tree dead by its deadline, however long the limit's
     /// `--kill-after` would have waited.
-    pub(crate) fn terminate(&mut self, hard_deadline: Option<Instant>) {
+    fn terminate(&mut self, hard_deadline: Option<Instant>) {
         if let Some(kill_at) = &mut self.kill_at {
             if let Some(hard) = hard_deadline {
                 *kill_at = hard.min(*kill_at);
@@ -97,7 +92,7 @@ impl StopSequence {
     }
 
     /// Step 2 at once: SIGKILL to the tree (and again at every step).
-    pub(crate) fn kill(&mut self) {
+    fn kill(&mut self) {
         let now = Instant::now();
         self.kill_at.get_or_insert(now);
         self.killed_at.get_or_insert(now);
@@ -106,9 +101,8 @@ impl StopSequence {
 
     /// Moves the sequence on; returns when to step again, or `None` when
     /// it has not begun.
-    pub(crate) fn step(&mut self) -> Option<Instant> {
+    fn step(&mut self, now: Instant) -> Option<Instant> {
         let kill_at = self.kill_at?;
-        let now = Instant::now();
         if now < kill_at {
             return Some(kill_at);
         }
@@ -150,19 +144,72 @@ impl Child {
     }
 }
 
+/// What a run's watchers (its limits, its hold) ask for when woken: a stop,
+/// and when to wake them next. They only ask; the supervision loop alone
+/// drives the [`StopSequence`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Wake {
+    pub(crate) stop: Option<Stop>,
+    pub(crate) next: Instant,
+}
+
+impl Wake {
+    /// Nothing to do until `next`.
+    pub(crate) fn at(next: Instant) -> Wake {
+        Wake { stop: None, next }
+    }
+
+    /// Nothing to do, ever (until a signal wakes the loop).
+    pub(crate) fn never() -> Wake {
+        Wake::at(after(Duration::MAX))
+    }
+}
+
+/// A stop that a watcher asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Begin the sequence (SIGTERM, then SIGKILL `--kill-after` later), or
+    /// once begun, bring SIGKILL forward to `kill_by`.
+    Terminate { kill_by: Option<Instant> },
+    /// SIGKILL the tree now.
+    Kill,
+}
+
+impl StopSequence {
+    fn apply(&mut self, stop: Stop) {
+        match stop {
+            Stop::Terminate { kill_by } => self.terminate(kill_by),
+            Stop::Kill => self.kill(),
+        }
+    }
+
+    /// Asks `watch` what it wants at one moment, `now`, which the
+    /// sequence's own step judges by too (so that a watcher that saw no
+    /// SIGKILL due sees none sent); applies it, and returns when to wake
+    /// next: the watchers' moment or the sequence's next step, whichever
+    /// comes first.
+    fn on(&mut self, mut watch: impl FnMut(&StopSequence, Instant) -> Wake) -> Instant {
+        let now = Instant::now();
+        let wake = watch(self, now);
+        if let Some(stop) = wake.stop {
+            self.apply(stop);
+        }
+        self.step(now).map_or(wake.next, |step| step.min(wake.next))
+    }
+}
+
 /// Waits for `child` to exit, forwarding SIGINT, SIGTERM and SIGHUP to it and
 /// reaping any orphans that were reparented to us (we are a subreaper).
-/// `on_wake` runs when its deadline passes (or a blocked signal that is
-/// neither forwarded nor SIGCHLD arrives) and returns the next deadline: the
-/// heartbeat, the limits, the lease's stop policy, each of which may start
-/// the stop sequence.
+/// `watch` runs when its moment passes (or a blocked signal that is neither
+/// forwarded nor SIGCHLD arrives): the heartbeat, the limits, the lease's
+/// stop policy, each of which may ask for a stop.
 pub(crate) fn supervise(
     signals: &BlockedSignals,
     child: &mut Child,
     stop: &mut StopSequence,
-    mut next_wake: Instant,
-    mut on_wake: impl FnMut(&mut StopSequence) -> Instant,
+    mut watch: impl FnMut(&StopSequence, Instant) -> Wake,
 ) -> io::Result<ExitStatus> {
+    let mut next_wake = Instant::now();
     loop {
         match signals.wait_until(next_wake) {
             Some(Received::ChildExited) => {
@@ -174,23 +221,23 @@ pub(crate) fn supervise(
                 stop.forwarded = true;
                 child.forward(&sig);
             }
-            // The deadline passed, or the caller's wake-up signal came.
-            _ => next_wake = on_wake(stop),
+            // The moment passed, or the hold's wake-up signal came.
+            _ => next_wake = stop.on(&mut watch),
         }
     }
 }
 
 /// After COMMAND exited: waits until every process it left behind (all
 /// reparented to us, the subreaper, or to our keeper) has exited too,
-/// forwarding signals to them and running `on_wake` as [`supervise`] does.
+/// forwarding signals to them and running `watch` as [`supervise`] does.
 /// Returns false when some survived the stop sequence's SIGKILL for longer
 /// than it waits.
 pub(crate) fn supervise_leftovers(
     signals: &BlockedSignals,
     stop: &mut StopSequence,
-    mut next_wake: Instant,
-    mut on_wake: impl FnMut(&mut StopSequence) -> Instant,
+    mut watch: impl FnMut(&StopSequence, Instant) -> Wake,
 ) -> bool {
+    let mut next_wake = Instant::now();
     while has_children() {
         if stop.gave_up() {
             return false;
@@ -201,7 +248,7 @@ pub(crate) fn supervise_leftovers(
                 stop.forwarded = true;
                 sig.forward_to(&descendants());
             }
-            _ => next_wake = on_wake(stop),
+            _ => next_wake = stop.on(&mut watch),
         }
     }
     true

@@ -7,11 +7,11 @@ use super::{Background, BoundedOutput, Dir, code, lockfile, require_flock, s, st
 
 /// The environment variable that marks the first holder's processes, so
 /// that they can be found in `/proc` whatever became of their parents.
-const MARK: &str = "LOCKFILE_TEST_TREE";
+pub(crate) const MARK: &str = "LOCKFILE_TEST_TREE";
 
 /// The living processes (zombies have exited) whose environment holds
 /// `MARK=mark`, with their command names.
-fn marked(mark: &str) -> Vec<(u32, String)> {
+pub(crate) fn marked(mark: &str) -> Vec<(u32, String)> {
     let wanted = format!("{MARK}={mark}");
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();

@@ -4,6 +4,7 @@
 
 pub(crate) mod dead_wrapper;
 pub(crate) mod fenced;
+pub(crate) mod hung_lease;
 pub(crate) mod ping;
 pub(crate) mod prometheus;
 /// Stopping a holder for a fault test: the etcd crate's.

@@ -127,16 +127,14 @@ mod acquire;
 mod conn;
 mod endpoint;
 mod engine;
-mod guard;
 mod history;
 mod inspect;
 mod key;
 mod keywatch;
+mod ops;
 mod options;
-mod renew;
-mod session;
+mod state;
 
-pub use guard::LeaseGuard;
 pub use key::{HISTORY_PREFIX, KEY_PREFIX, history_key_for, key_for};
 // The lease layer's types, which this crate implements.
 pub use lockfile_lease::error::{BoxError, LostReason, Operation};
@@ -145,7 +143,9 @@ pub use lockfile_lease::name::MAX_NAME_LEN;
 pub use lockfile_lease::policy::{Step, StopPolicy};
 pub use lockfile_lease::report::LeaseState;
 pub use lockfile_lease::signal::Renewals;
-pub use lockfile_lease::{Engine, Error, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
+pub use lockfile_lease::{
+    Engine, Error, Lease, LeaseGuard, LeaseReport, LeaseRequest, LeaseSignal, Result,
+};
 pub use options::{DEFAULT_ENDPOINT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 
 /// This engine's name in reports, messages and metrics.

@@ -131,22 +131,21 @@ mod conn;
 mod connect;
 mod conninfo;
 mod engine;
-mod guard;
 mod history;
 mod inspect;
 mod key;
 mod listen;
+mod ops;
 mod options;
 pub mod schema;
 mod server;
-mod session;
 mod sql;
 pub mod sqlstate;
 mod sslmode;
+mod state;
 mod tls;
 mod wire;
 
-pub use guard::LeaseGuard;
 pub use key::{history_key_for, key_for};
 // The lease layer's types, which this crate implements.
 pub use lockfile_lease::error::{BoxError, LostReason, Operation};
@@ -155,7 +154,9 @@ pub use lockfile_lease::name::MAX_NAME_LEN;
 pub use lockfile_lease::policy::{Step, StopPolicy};
 pub use lockfile_lease::report::LeaseState;
 pub use lockfile_lease::signal::Renewals;
-pub use lockfile_lease::{Engine, Error, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
+pub use lockfile_lease::{
+    Engine, Error, Lease, LeaseGuard, LeaseReport, LeaseRequest, LeaseSignal, Result,
+};
 pub use options::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 pub use sqlstate::ServerError;
 

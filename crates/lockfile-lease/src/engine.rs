@@ -1,7 +1,7 @@
 //! The lease layer's two traits for code that drives any engine: an
 //! [`Engine`] (a server that keeps leases) and a [`Lease`] (one held lease,
 //! a [`LeaseGuard`](crate::LeaseGuard) whatever the engine). An engine
-//! implements [`Engine`] with its [`LeaseOps`](crate::ops::LeaseOps).
+//! implements [`Engine`] with its server operations (`ops.rs`).
 
 use std::fmt;
 use std::time::{Duration, Instant};

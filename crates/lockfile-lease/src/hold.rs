@@ -28,12 +28,17 @@ pub(crate) async fn hold<O: LeaseOps>(
     let mut cleaned = false;
     let mut watch = tokio::spawn(ops.watch(&granted.held));
     let mut watching = true;
+    // Whether the loss has been noticed, and the clean-up begun.
+    let mut cleaning = false;
     let request = loop {
-        let lost = renewals.lost().is_some();
-        if lost && watching {
-            // A lease we no longer trust is not watched either.
+        if !cleaning && renewals.lost().is_some() {
+            // Stop renewing and watching a lease we no longer trust, and
+            // let it go on the server at once: the next holder need not
+            // wait for it to expire.
+            cleaning = true;
             watch.abort();
             watching = false;
+            next = Instant::now();
         }
         tokio::select! {
             biased;

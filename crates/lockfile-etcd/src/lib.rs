@@ -4,10 +4,13 @@
 //! token and an honest deadline.
 //!
 //! This is an engine of the lease layer (`lockfile-lease`):
-//! [`LeaseOptions`] implements its [`Engine`] trait and [`LeaseGuard`] its
-//! [`Lease`] trait, so that code written for any engine (the `lockfile`
-//! command's supervision, for one) drives etcd through them. The layer's
-//! types are re-exported here.
+//! [`LeaseOptions`] implements its [`Engine`] trait with etcd's server
+//! operations, and a held lease is the layer's [`LeaseGuard`] (a
+//! [`Lease`]), so that code written for any engine (the `lockfile`
+//! command's supervision, for one) drives etcd through them. The layer
+//! renews, keeps the deadline, releases and writes the run history; this
+//! crate says how each is asked of etcd. The layer's types are re-exported
+//! here.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -58,7 +61,8 @@
 //!   ([`LeaseGuard::fencing_token`]). etcd revisions only grow, so each
 //!   acquisition gets a larger token than every earlier one.
 //! - **Renewal.** A thread owned by the guard runs a small single-threaded
-//!   runtime that renews the lease every TTL/3 and watches the key. The
+//!   runtime that renews the lease every TTL/3 (a keepalive) and watches
+//!   the key. The
 //!   deadline runs on the monotonic clock ([`Instant`](std::time::Instant)),
 //!   never on wall time: it is the *send* time of the last renewal that
 //!   succeeded plus the TTL. etcd keeps a lease at least a TTL after the
@@ -114,10 +118,13 @@
 //!
 //! # Events
 //!
-//! The crate emits [`tracing`](https://docs.rs/tracing) events with stable
+//! A lease emits [`tracing`](https://docs.rs/tracing) events with stable
 //! names, each also carrying an `event` field with the same name:
 //! `lock_acquired`, `lock_contended`, `lock_released`, `renewal_failed`,
-//! `lease_lost` and `release_failed`.
+//! `lease_lost` and `release_failed`. The lease layer emits them (their
+//! target is under `lockfile_lease`), the same for every engine; etcd's
+//! `lock_acquired` carries `lease_id` and `ttl_s`, its `lock_released`
+//! `deleted`.
 
 #![deny(missing_docs)]
 // The owner record comes from the core crate, which is Unix-only.

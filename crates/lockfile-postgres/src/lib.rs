@@ -1,7 +1,8 @@
 //! Run-once leases across hosts, on PostgreSQL: the database that teams
 //! already run. An engine of the lease layer (`lockfile-lease`):
-//! [`LeaseOptions`] implements its [`Engine`] trait and [`LeaseGuard`] its
-//! [`Lease`] trait, with every guarantee the etcd engine gives: a fencing
+//! [`LeaseOptions`] implements its [`Engine`] trait with PostgreSQL's
+//! server operations, and a held lease is the layer's [`LeaseGuard`] (a
+//! [`Lease`]), with every guarantee the etcd engine gives: a fencing
 //! token that never goes back, a deadline on the holder's monotonic clock,
 //! a run history that outlives the lease.
 //!
@@ -115,7 +116,10 @@
 //! [`tracing`](https://docs.rs/tracing) events with an `event` field of the
 //! same name. `lock_acquired` says what ended the wait in `woken_by`:
 //! `nothing` (no wait), `listening` (asked again once subscribed),
-//! `notification`, `poll` or `expiry` (the holder's row expired).
+//! `notification`, `poll` or `expiry` (the holder's row expired); its TTL
+//! is `ttl_ms`, and `lock_released` says whether the row was `expired`.
+//! The lease layer emits the lease's events (their target is under
+//! `lockfile_lease`), this crate `statement_retried` and `listen_failed`.
 //!
 //! Do not call the blocking calls of this crate from an async task: each
 //! runs its own small runtime on a thread of its own, and blocks the

@@ -55,6 +55,13 @@ impl LeaseOps for EtcdOps {
             Some(client) => client.clone(),
             None => self.conn.connect().await?,
         };
+        if held.unanswered {
+            // The answer to a cancelled renewal may still come on this
+            // stream: read as this one's, it would date the deadline from
+            // a later send than the renewal etcd answered.
+            held.stream = None;
+        }
+        held.unanswered = true;
         let answer = self
             .conn
             .call_within(
@@ -63,6 +70,7 @@ impl LeaseOps for EtcdOps {
                 renew_once(&mut client, &mut held.stream, held.lease_id, held.ttl),
             )
             .await;
+        held.unanswered = false;
         self.client = Some(client);
         if let Err(e) = &answer {
             tracing::debug!(error = %e, "lease renewal failed; reconnecting");

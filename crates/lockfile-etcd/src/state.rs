@@ -31,6 +31,9 @@ pub(crate) struct Held {
     /// The keepalive stream, opened by the first renewal and dropped after
     /// a failed one.
     pub(crate) stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+    /// A renewal was sent on the stream and its answer not read: it was
+    /// cancelled (the guard's request came first).
+    pub(crate) unanswered: bool,
 }
 
 impl Held {
@@ -40,6 +43,7 @@ impl Held {
             token,
             ttl,
             stream: None,
+            unanswered: false,
         }
     }
 }

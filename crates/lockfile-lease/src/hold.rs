@@ -40,6 +40,7 @@ pub(crate) async fn hold<O: LeaseOps>(
             watching = false;
             next = Instant::now();
         }
+        let deadline = renewals.deadline();
         tokio::select! {
             biased;
             request = requests.recv() => match request {
@@ -63,6 +64,10 @@ pub(crate) async fn hold<O: LeaseOps>(
                 if let Ok(reason) = taken {
                     renewals.lose(reason);
                 }
+            }
+            // Noticed on time even while a renewal waits on the server.
+            () = tokio::time::sleep_until(deadline.into()), if !cleaning => {
+                renewals.poll(Instant::now());
             }
             () = step(&mut ops, &mut granted, &renewals, &mut next, &mut cleaned) => {}
         }

@@ -140,6 +140,11 @@ impl Vocabulary {
 /// every signal blocked), one at a time, except [`record`](LeaseOps::record)
 /// and [`watch`](LeaseOps::watch), whose futures own what they need and run
 /// beside the others.
+///
+/// A renewal or a clean-up release may be dropped at any await, when the
+/// guard's request comes first: the next call must not take anything the
+/// dropped one left behind (an answer still on its way on a stream) for its
+/// own.
 pub trait LeaseOps: Send + 'static {
     /// What the engine keeps of a lease it took, to renew and release it.
     type Held: Send + 'static;

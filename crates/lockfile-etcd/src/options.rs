@@ -129,7 +129,9 @@ impl LeaseOptions {
     }
 
     /// The job name written into the owner record, shown by `inspect` and in
-    /// contention errors.
+    /// contention errors, by [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire). ([`Engine::acquire`](crate::Engine::acquire)
+    /// takes it from its [`LeaseRequest`](crate::LeaseRequest).)
     ///
     /// Default: none.
     pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
@@ -139,8 +141,10 @@ impl LeaseOptions {
 
     /// The run's maximum runtime, written in the owner record
     /// (`max_runtime_seconds`), so that `inspect` reports an `overrunning`
-    /// holder. The lease does not enforce it: its holder does (`lockfile run
-    /// --max-runtime`).
+    /// holder, by [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire), as
+    /// [`job`](LeaseOptions::job). The lease does not enforce it: its holder
+    /// does (`lockfile run --max-runtime`).
     ///
     /// Default: none.
     pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
@@ -150,6 +154,8 @@ impl LeaseOptions {
 
     /// The longest [`acquire`](LeaseOptions::acquire) waits for the lease to
     /// come free before returning [`Error::Timeout`](crate::Error::Timeout).
+    /// ([`Engine::acquire`](crate::Engine::acquire) waits as its
+    /// [`LeaseRequest`](crate::LeaseRequest) says.)
     ///
     /// The wait is a watch on the key: it wakes when the holder's key is
     /// deleted (released, or expired with its lease), not on a polling tick.

@@ -77,3 +77,17 @@ impl LeaseOptions {
         LeaseGuard::acquire(name, ops, request)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_options_signals_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeaseGuard>();
+        send_sync::<LeaseOptions>();
+        send_sync::<crate::LeaseSignal>();
+        send_sync::<crate::Error>();
+    }
+}

@@ -28,3 +28,17 @@ impl Engine for LeaseOptions {
         inspect::inspect_all(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_options_signals_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeaseGuard>();
+        send_sync::<LeaseOptions>();
+        send_sync::<crate::LeaseSignal>();
+        send_sync::<crate::Error>();
+    }
+}

@@ -1,6 +1,6 @@
 //! Taking a lease: grant, then write the key attached to it in one
 //! transaction that succeeds only if the key does not exist; on contention,
-//! wait on a watch for the key's deletion.
+//! wait on a watch for the key's deletion. The layer judges each attempt.
 
 use std::time::{Duration, Instant};
 
@@ -8,100 +8,77 @@ use etcd_client::{
     Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use lockfile::OwnerRecord;
-use lockfile::tick::Claim;
-use lockfile::wait::Wait;
-use lockfile_lease::acquiring::{Acquiring, Next};
+use lockfile_lease::LeaseRequest;
+use lockfile_lease::ops::{Granted, stored_record};
 
 use crate::conn::Conn;
 use crate::history;
-use crate::{Error, LeaseOptions, Operation, Result};
-
-/// A lease just taken.
-pub(crate) struct Held {
-    pub(crate) client: Client,
-    pub(crate) lease_id: i64,
-    /// The TTL etcd granted.
-    pub(crate) ttl: Duration,
-    /// The key's create revision.
-    pub(crate) token: u64,
-    pub(crate) record: OwnerRecord,
-    /// When the grant was sent: the lease is good until this plus the TTL.
-    pub(crate) granted_at: Instant,
-    /// When the winning transaction was sent.
-    pub(crate) acquired_at: Instant,
-    /// The claim on the run's tick, written with the key.
-    pub(crate) claim: Option<Claim>,
-}
+use crate::state::{EtcdOps, Held};
+use crate::{Error, Operation, Result};
 
 /// One grant-and-write attempt: when contended, it saw the revision at
 /// which the key was read.
-type Attempt = lockfile_lease::acquiring::Attempt<Held, i64>;
-
-pub(crate) async fn acquire(
-    conn: &Conn,
-    history: &Conn,
-    opts: &LeaseOptions,
-    wait: Wait,
-) -> Result<Held> {
-    let ttl_secs = ttl_seconds(conn, opts.ttl)?;
-    let key = conn.key();
-    let mut acquiring = Acquiring::new(key, history.key(), wait);
-    let until = acquiring.until();
-    let mut client = conn.within(until).connect().await?;
-    loop {
-        let (conn, history) = (&conn.within(until), &history.within(until));
-        let attempt = attempt(conn, history, &mut client, opts, ttl_secs).await;
-        match acquiring.judge(attempt)? {
-            Next::Again => continue,
-            Next::Acquired(held) => {
-                tracing::info!(
-                    name: "lock_acquired",
-                    event = "lock_acquired",
-                    key = %key,
-                    fencing_token = held.token,
-                    lease_id = held.lease_id,
-                    ttl_s = held.ttl.as_secs(),
-                    token = %held.record.token,
-                    job = held.record.job.as_deref().unwrap_or(""),
-                    waited_ms = acquiring.waited().as_millis() as u64,
-                );
-                return Ok(*held);
-            }
-            // Watch from the revision after the one we read, so that a
-            // deletion between the transaction and the watch is not missed.
-            Next::Wait(revision) => {
-                match wait_deleted(conn, &mut client, revision + 1, until).await {
-                    Ok(true) => continue,
-                    Ok(false) => return Err(acquiring.timed_out()),
-                    Err(e) => acquiring.retry_after(e)?,
-                }
-            }
-            Next::Retry => {}
-        }
-        if let Some(until) = until
-            && Instant::now() + RETRY_WAITING >= until
-        {
-            tokio::time::sleep_until(until.into()).await;
-            return Err(acquiring.timed_out());
-        }
-        tokio::time::sleep(RETRY_WAITING).await;
-        if let Ok(fresh) = conn.connect().await {
-            client = fresh;
-        }
-    }
-}
+type Attempt = lockfile_lease::acquiring::Attempt<Granted<Held>, i64>;
 
 /// How long a waiting acquire pauses after an etcd failure.
 const RETRY_WAITING: Duration = Duration::from_secs(1);
 
+/// One attempt, every request of it ending by `until` too.
+pub(crate) async fn attempt(
+    ops: &mut EtcdOps,
+    request: &LeaseRequest,
+    until: Option<Instant>,
+) -> Result<Attempt> {
+    let (conn, history) = (&ops.conn.within(until), &ops.history.within(until));
+    let mut client = match &ops.client {
+        Some(client) => client.clone(),
+        None => conn.connect().await?,
+    };
+    ops.client = Some(client.clone());
+    take(conn, history, &mut client, request, ops.ttl_secs).await
+}
+
+/// Waits for the holder whose key was read at revision `seen` to let go;
+/// without one, pauses after a failure and reconnects. False once `until`
+/// has passed.
+pub(crate) async fn wait(
+    ops: &mut EtcdOps,
+    seen: Option<i64>,
+    until: Option<Instant>,
+) -> Result<bool> {
+    let conn = &ops.conn.within(until);
+    let Some(revision) = seen else {
+        if let Some(until) = until
+            && Instant::now() + RETRY_WAITING >= until
+        {
+            tokio::time::sleep_until(until.into()).await;
+            return Ok(false);
+        }
+        tokio::time::sleep(RETRY_WAITING).await;
+        if let Ok(fresh) = conn.connect().await {
+            ops.client = Some(fresh);
+        }
+        return Ok(true);
+    };
+    let mut client = match &ops.client {
+        Some(client) => client.clone(),
+        None => conn.connect().await?,
+    };
+    // Watch from the revision after the one we read, so that a deletion
+    // between the transaction and the watch is not missed.
+    let woke = wait_deleted(conn, &mut client, revision + 1, until).await;
+    ops.client = Some(client);
+    woke
+}
+
 /// Grants a lease and writes the key attached to it if the key does not
 /// exist; with a tick to claim, writes the claim into the run history in the
 /// same transaction, if the history has not changed since it was read.
-async fn attempt(
+async fn take(
     conn: &Conn,
     history: &Conn,
     client: &mut Client,
-    opts: &LeaseOptions,
+    request: &LeaseRequest,
     ttl_secs: i64,
 ) -> Result<Attempt> {
     let key = conn.key();
@@ -119,11 +96,7 @@ async fn attempt(
             ));
         }
     };
-    let value = serde_json::to_vec(&opts.request.owner_record(ttl / 3))
-        .expect("an owner record always serialises");
-    // The guard keeps the record exactly as stored (times in microseconds).
-    let record: OwnerRecord =
-        serde_json::from_slice(&value).expect("an owner record always round-trips");
+    let (value, record) = stored_record(request, ttl);
     let mut when = vec![Compare::create_revision(key, CompareOp::Equal, 0)];
     let mut then = vec![TxnOp::put(
         key,
@@ -131,7 +104,7 @@ async fn attempt(
         Some(PutOptions::new().with_lease(lease_id)),
     )];
     let mut claim = None;
-    if let Some(tick) = &opts.request.tick {
+    if let Some(tick) = &request.tick {
         // etcd has no clock to ask: the local one decides.
         let (kept, revision) = match history::read_current(history, client).await {
             Ok(read) => read,
@@ -163,7 +136,6 @@ async fn attempt(
         .when(when)
         .and_then(then)
         .or_else([TxnOp::get(key, None)]);
-    let acquired_at = Instant::now();
     let resp = match conn.call(Operation::Acquire, client.txn(txn)).await {
         Ok(resp) => resp,
         Err(e) => {
@@ -174,16 +146,12 @@ async fn attempt(
     };
     let revision = resp.header().map_or(0, |h| h.revision());
     if resp.succeeded() {
-        return Ok(Attempt::Acquired(Box::new(Held {
-            client: client.clone(),
-            lease_id,
-            ttl,
-            token: u64::try_from(revision).unwrap_or(0),
-            record,
-            granted_at,
-            acquired_at,
-            claim,
-        })));
+        let token = u64::try_from(revision).unwrap_or(0);
+        let held = Held::new(lease_id, token, ttl);
+        let mut granted = Granted::new(token, ttl, record, granted_at, held);
+        granted.lease_id = Some(lease_id);
+        granted.claim = claim;
+        return Ok(Attempt::Acquired(Box::new(granted)));
     }
     // Our lease holds nothing; let it go now rather than at its expiry.
     revoke_quietly(conn, client, lease_id).await;
@@ -195,22 +163,6 @@ async fn attempt(
         owner,
         fencing_token,
         seen: revision,
-    })
-}
-
-fn ttl_seconds(conn: &Conn, ttl: Duration) -> Result<i64> {
-    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-    if secs == 0 {
-        return Err(Error::InvalidOptions {
-            op: Operation::Grant,
-            key: conn.key().to_owned(),
-            reason: "the TTL is zero".to_owned(),
-        });
-    }
-    i64::try_from(secs).map_err(|_| Error::InvalidOptions {
-        op: Operation::Grant,
-        key: conn.key().to_owned(),
-        reason: format!("a TTL of {secs}s is too long"),
     })
 }
 

@@ -1,79 +1,93 @@
-//! The lease layer's traits, implemented for etcd: [`LeaseOptions`] is an
-//! [`Engine`], [`LeaseGuard`] a [`Lease`].
+//! The lease layer's [`Engine`], implemented for etcd by [`LeaseOptions`]
+//! with its server operations (`ops.rs`), and the options' own ways to take a lease,
+//! [`LeaseOptions::acquire`] and [`LeaseOptions::try_acquire`].
 
-use std::time::Duration;
+use lockfile::wait::Wait;
+use lockfile_lease::{Engine, Lease, LeaseGuard, LeaseReport, LeaseRequest, Result};
 
-use lockfile::OwnerRecord;
-use lockfile::history::{LastRun, RunEnd};
-use lockfile::tick::Claim;
-use lockfile_lease::{Engine, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
-
-use crate::{ENGINE, LeaseGuard, LeaseOptions};
+use crate::state::EtcdOps;
+use crate::{ENGINE, LeaseOptions};
 
 impl Engine for LeaseOptions {
     fn kind(&self) -> &'static str {
         ENGINE
     }
 
-    /// These options, with the request's TTL (when it has one), job and
-    /// maximum runtime in place of theirs, and its wait in place of the
-    /// options' timeout.
+    /// The request's TTL, or these options' when it names none.
     fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>> {
-        let mut opts = self.clone();
-        if let Some(ttl) = request.ttl {
-            opts.ttl = ttl;
-        }
-        opts.request = request.clone();
-        Ok(Box::new(LeaseGuard::start(&opts, name, request.wait)?))
+        Ok(Box::new(self.take(name, request)?))
     }
 
     fn inspect(&self, name: &str) -> Result<LeaseReport> {
         LeaseOptions::inspect(self, name)
     }
 
+    /// Every lease under [`KEY_PREFIX`](crate::KEY_PREFIX), and every free
+    /// lease with a run history under
+    /// [`HISTORY_PREFIX`](crate::HISTORY_PREFIX).
     fn inspect_all(&self) -> Result<Vec<LeaseReport>> {
         LeaseOptions::inspect_all(self)
     }
 }
 
-impl Lease for LeaseGuard {
-    fn name(&self) -> &str {
-        LeaseGuard::name(self)
+impl LeaseOptions {
+    /// Takes the lease on `name`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LeaseOptions::timeout); with
+    /// the options' [`job`](LeaseOptions::job) and
+    /// [`max_runtime`](LeaseOptions::max_runtime) in the owner record.
+    /// ([`Engine::acquire`] takes a [`LeaseRequest`] instead.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name that
+    /// cannot be a key; [`Error::Timeout`](crate::Error::Timeout) when the
+    /// timeout passed; [`Error::Server`](crate::Error::Server) or
+    /// [`Error::Unanswered`](crate::Error::Unanswered) when etcd fails or
+    /// does not answer.
+    pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
+        self.take(name, &self.request(Wait::up_to(self.timeout)))
     }
 
-    fn key(&self) -> &str {
-        LeaseGuard::key(self)
+    /// Takes the lease on `name` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record and fencing token, when someone holds the lease (see
+    /// [`Error::is_contended`](crate::Error::is_contended)); otherwise as
+    /// [`acquire`](LeaseOptions::acquire).
+    pub fn try_acquire(&self, name: &str) -> Result<LeaseGuard> {
+        self.take(name, &self.request(Wait::No))
     }
 
-    fn fencing_token(&self) -> u64 {
-        LeaseGuard::fencing_token(self)
+    /// The request these options make, waiting as `wait` says.
+    fn request(&self, wait: Wait) -> LeaseRequest {
+        let mut request = LeaseRequest::new().wait(wait).ttl(self.ttl);
+        if let Some(job) = &self.job {
+            request = request.job(job.clone());
+        }
+        if let Some(max_runtime) = self.max_runtime {
+            request = request.max_runtime(max_runtime);
+        }
+        request
     }
 
-    fn record(&self) -> &OwnerRecord {
-        LeaseGuard::record(self)
+    fn take(&self, name: &str, request: &LeaseRequest) -> Result<LeaseGuard> {
+        let ops = EtcdOps::new(self, name, request.ttl.unwrap_or(self.ttl))?;
+        LeaseGuard::acquire(name, ops, request)
     }
+}
 
-    fn ttl(&self) -> Duration {
-        LeaseGuard::ttl(self)
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    fn lease_id(&self) -> Option<i64> {
-        Some(LeaseGuard::lease_id(self))
-    }
-
-    fn signal(&self) -> LeaseSignal {
-        LeaseGuard::signal(self)
-    }
-
-    fn claim(&self) -> Option<&Claim> {
-        LeaseGuard::claim(self)
-    }
-
-    fn record_outcome(&self, end: RunEnd) -> Result<LastRun> {
-        LeaseGuard::record_outcome(self, end)
-    }
-
-    fn release(self: Box<Self>) -> Result<()> {
-        LeaseGuard::release(*self)
+    #[test]
+    fn guards_options_signals_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeaseGuard>();
+        send_sync::<LeaseOptions>();
+        send_sync::<crate::LeaseSignal>();
+        send_sync::<crate::Error>();
     }
 }

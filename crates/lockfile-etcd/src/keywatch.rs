@@ -10,30 +10,37 @@
 use std::time::Duration;
 
 use etcd_client::{Client, EventType, GetOptions, KeyValue, WatchOptions};
-use tokio::sync::mpsc::UnboundedSender;
 
 use crate::LostReason;
 use crate::Operation;
 use crate::conn::Conn;
-use crate::renew::Report;
 
+/// Follows the key of the lease `lease_id`, created at revision `token`,
+/// until it is deleted or replaced, on `client` (or a new connection), and
+/// says how. A watch silent for `liveness` is asked for progress; one that
+/// does not answer that is opened anew.
 pub(crate) async fn watch_key(
     conn: Conn,
-    mut client: Client,
+    client: Option<Client>,
     token: u64,
     lease_id: i64,
     liveness: Duration,
-    reports: UnboundedSender<Report>,
-) {
+) -> LostReason {
     let token = i64::try_from(token).unwrap_or(i64::MAX);
     let retry_after = (liveness / 4).max(Duration::from_millis(100));
     let mut from = token + 1;
+    let mut client = match client {
+        Some(client) => client,
+        None => loop {
+            match conn.connect().await {
+                Ok(client) => break client,
+                Err(_) => tokio::time::sleep(retry_after).await,
+            }
+        },
+    };
     loop {
         match follow(&conn, &mut client, token, lease_id, &mut from, liveness).await {
-            Ok(reason) => {
-                let _ = reports.send(Report::KeyLost(reason));
-                return;
-            }
+            Ok(reason) => return reason,
             Err(e) => {
                 tracing::debug!(error = %e, "the key watch failed; reconnecting");
                 tokio::time::sleep(retry_after).await;

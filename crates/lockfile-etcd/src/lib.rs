@@ -4,10 +4,13 @@
 //! token and an honest deadline.
 //!
 //! This is an engine of the lease layer (`lockfile-lease`):
-//! [`LeaseOptions`] implements its [`Engine`] trait and [`LeaseGuard`] its
-//! [`Lease`] trait, so that code written for any engine (the `lockfile`
-//! command's supervision, for one) drives etcd through them. The layer's
-//! types are re-exported here.
+//! [`LeaseOptions`] implements its [`Engine`] trait with etcd's server
+//! operations, and a held lease is the layer's [`LeaseGuard`] (a
+//! [`Lease`]), so that code written for any engine (the `lockfile`
+//! command's supervision, for one) drives etcd through them. The layer
+//! renews, keeps the deadline, releases and writes the run history; this
+//! crate says how each is asked of etcd. The layer's types are re-exported
+//! here.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -58,7 +61,8 @@
 //!   ([`LeaseGuard::fencing_token`]). etcd revisions only grow, so each
 //!   acquisition gets a larger token than every earlier one.
 //! - **Renewal.** A thread owned by the guard runs a small single-threaded
-//!   runtime that renews the lease every TTL/3 and watches the key. The
+//!   runtime that renews the lease every TTL/3 (a keepalive) and watches
+//!   the key. The
 //!   deadline runs on the monotonic clock ([`Instant`](std::time::Instant)),
 //!   never on wall time: it is the *send* time of the last renewal that
 //!   succeeded plus the TTL. etcd keeps a lease at least a TTL after the
@@ -114,10 +118,13 @@
 //!
 //! # Events
 //!
-//! The crate emits [`tracing`](https://docs.rs/tracing) events with stable
+//! A lease emits [`tracing`](https://docs.rs/tracing) events with stable
 //! names, each also carrying an `event` field with the same name:
 //! `lock_acquired`, `lock_contended`, `lock_released`, `renewal_failed`,
-//! `lease_lost` and `release_failed`.
+//! `lease_lost` and `release_failed`. The lease layer emits them (their
+//! target is under `lockfile_lease`), the same for every engine; etcd's
+//! `lock_acquired` carries `lease_id` and `ttl_s`, its `lock_released`
+//! `deleted`.
 
 #![deny(missing_docs)]
 // The owner record comes from the core crate, which is Unix-only.
@@ -127,16 +134,14 @@ mod acquire;
 mod conn;
 mod endpoint;
 mod engine;
-mod guard;
 mod history;
 mod inspect;
 mod key;
 mod keywatch;
+mod ops;
 mod options;
-mod renew;
-mod session;
+mod state;
 
-pub use guard::LeaseGuard;
 pub use key::{HISTORY_PREFIX, KEY_PREFIX, history_key_for, key_for};
 // The lease layer's types, which this crate implements.
 pub use lockfile_lease::error::{BoxError, LostReason, Operation};
@@ -145,7 +150,9 @@ pub use lockfile_lease::name::MAX_NAME_LEN;
 pub use lockfile_lease::policy::{Step, StopPolicy};
 pub use lockfile_lease::report::LeaseState;
 pub use lockfile_lease::signal::Renewals;
-pub use lockfile_lease::{Engine, Error, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
+pub use lockfile_lease::{
+    Engine, Error, Lease, LeaseGuard, LeaseReport, LeaseRequest, LeaseSignal, Result,
+};
 pub use options::{DEFAULT_ENDPOINT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 
 /// This engine's name in reports, messages and metrics.

@@ -2,12 +2,11 @@
 //!
 //! Every other module reads the options, so this one depends on none of
 //! them. Its finishing methods live with what they make: `acquire` and
-//! `try_acquire` in `guard.rs`, `inspect` and `inspect_all` in `inspect.rs`.
+//! `try_acquire` in `engine.rs`, `inspect` and `inspect_all` in
+//! `inspect.rs`.
 
 use std::fmt;
 use std::time::Duration;
-
-use lockfile_lease::LeaseRequest;
 
 /// The endpoint used when none is given: a local etcd on its default port.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:2379";
@@ -46,8 +45,10 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct LeaseOptions {
     pub(crate) endpoints: Vec<String>,
     pub(crate) ttl: Duration,
-    /// The job and the maximum runtime, for the owner record.
-    pub(crate) request: LeaseRequest,
+    /// For the owner record of [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire).
+    pub(crate) job: Option<String>,
+    pub(crate) max_runtime: Option<Duration>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) request_timeout: Duration,
     pub(crate) user: Option<(String, String)>,
@@ -68,8 +69,8 @@ impl fmt::Debug for LeaseOptions {
                 &crate::endpoint::Endpoints::parse(&self.endpoints).map(|e| e.shown),
             )
             .field("ttl", &self.ttl)
-            .field("job", &self.request.job)
-            .field("max_runtime", &self.request.max_runtime)
+            .field("job", &self.job)
+            .field("max_runtime", &self.max_runtime)
             .field("timeout", &self.timeout)
             .field("request_timeout", &self.request_timeout)
             // Never print the password.
@@ -84,7 +85,8 @@ impl LeaseOptions {
         LeaseOptions {
             endpoints: vec![DEFAULT_ENDPOINT.to_owned()],
             ttl: DEFAULT_TTL,
-            request: LeaseRequest::new(),
+            job: None,
+            max_runtime: None,
             timeout: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             user: None,
@@ -127,27 +129,33 @@ impl LeaseOptions {
     }
 
     /// The job name written into the owner record, shown by `inspect` and in
-    /// contention errors.
+    /// contention errors, by [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire). ([`Engine::acquire`](crate::Engine::acquire)
+    /// takes it from its [`LeaseRequest`](crate::LeaseRequest).)
     ///
     /// Default: none.
     pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
-        self.request.job = Some(name.into());
+        self.job = Some(name.into());
         self
     }
 
     /// The run's maximum runtime, written in the owner record
     /// (`max_runtime_seconds`), so that `inspect` reports an `overrunning`
-    /// holder. The lease does not enforce it: its holder does (`lockfile run
-    /// --max-runtime`).
+    /// holder, by [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire), as
+    /// [`job`](LeaseOptions::job). The lease does not enforce it: its holder
+    /// does (`lockfile run --max-runtime`).
     ///
     /// Default: none.
     pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
-        self.request.max_runtime = Some(max_runtime);
+        self.max_runtime = Some(max_runtime);
         self
     }
 
     /// The longest [`acquire`](LeaseOptions::acquire) waits for the lease to
     /// come free before returning [`Error::Timeout`](crate::Error::Timeout).
+    /// ([`Engine::acquire`](crate::Engine::acquire) waits as its
+    /// [`LeaseRequest`](crate::LeaseRequest) says.)
     ///
     /// The wait is a watch on the key: it wakes when the holder's key is
     /// deleted (released, or expired with its lease), not on a polling tick.

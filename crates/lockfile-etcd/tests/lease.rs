@@ -200,7 +200,7 @@ fn a_revoked_lease_is_reported_lost() {
         .options(Duration::from_secs(30))
         .try_acquire("revoked")
         .unwrap();
-    let id = guard.lease_id();
+    let id = guard.lease_id().expect("an etcd lease id");
     let endpoint = etcd.endpoint();
     raw(&endpoint, async |c| c.lease_revoke(id).await);
     let reason = guard.wait_lost(Duration::from_secs(5)).expect("lost");
@@ -226,7 +226,7 @@ fn a_revoked_lease_is_reported_lost() {
 fn release_deletes_the_key_and_revokes_the_lease() {
     let etcd = Etcd::start();
     let guard = etcd.options(TTL).try_acquire("tidy").unwrap();
-    let id = guard.lease_id();
+    let id = guard.lease_id().expect("an etcd lease id");
     let signal = guard.signal();
     guard.release().unwrap();
     assert_eq!(signal.lost_reason(), Some(LostReason::Released));
@@ -263,7 +263,7 @@ fn inspect_reports_the_owner_token_and_ttl_as_json() {
     assert_eq!(report.state, LeaseState::Held);
     assert_eq!(report.owner.as_ref(), Some(guard.record()));
     assert_eq!(report.fencing_token, Some(guard.fencing_token()));
-    assert_eq!(report.lease_id, Some(guard.lease_id()));
+    assert_eq!(report.lease_id, guard.lease_id());
     assert_eq!(report.ttl, Some(Duration::from_secs(30)));
     let left = report.ttl_remaining.unwrap();
     assert!(

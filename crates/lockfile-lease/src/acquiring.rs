@@ -4,8 +4,8 @@
 //! acquire waits out, and what a timeout says of the holder.
 //!
 //! The engine makes each attempt and waits its own way (etcd on a watch,
-//! PostgreSQL on a poll or a notification); [`Acquiring::judge`] says what
-//! the attempt means.
+//! PostgreSQL on a poll or a notification), as the layer's acquire asks it
+//! to; [`Acquiring::judge`] says what the attempt means.
 
 use std::time::{Duration, Instant};
 

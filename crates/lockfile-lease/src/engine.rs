@@ -1,7 +1,7 @@
-//! The lease layer's two traits: an [`Engine`] (a server that keeps leases)
-//! and a [`Lease`] (one held lease). What a lease run does with them, the
-//! stop policy, the history, the report, is written once, here and in the
-//! `lockfile` command; an engine implements these and nothing else.
+//! The lease layer's two traits for code that drives any engine: an
+//! [`Engine`] (a server that keeps leases) and a [`Lease`] (one held lease,
+//! a [`LeaseGuard`](crate::LeaseGuard) whatever the engine). An engine
+//! implements [`Engine`] with its server operations (`ops.rs`).
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -163,8 +163,9 @@ pub trait Engine: fmt::Debug + Send + Sync {
     fn inspect_all(&self) -> Result<Vec<LeaseReport>>;
 }
 
-/// A held lease, renewed in the background by its engine until released.
-/// Dropping it releases it too, logging errors.
+/// A held lease, renewed in the background until released (the
+/// [`LeaseGuard`](crate::LeaseGuard) of every engine). Dropping it releases
+/// it too, logging errors.
 ///
 /// Holding a lease is a belief with an expiry date: pass
 /// [`fencing_token`](Lease::fencing_token) to every resource the work

@@ -3,9 +3,8 @@
 //!
 //! A lease is the cross-host sibling of the `lockfile` crate's kernel lock:
 //! the same owner record, the same run history, and the two things a lease
-//! cannot do without, a fencing token and an honest deadline. An engine
-//! (`lockfile-etcd`, `lockfile-postgres`) keeps leases on its server and
-//! implements two traits:
+//! cannot do without, a fencing token and an honest deadline. Code that
+//! drives any engine uses two traits:
 //!
 //! - [`Engine`]: [`acquire`](Engine::acquire) (try, or wait with a bound, as
 //!   a [`LeaseRequest`] says), [`inspect`](Engine::inspect) one name and
@@ -14,33 +13,43 @@
 //!   [`record`](Lease::record), [`ttl`](Lease::ttl), its
 //!   [`signal`](Lease::signal) (the monotonic deadline, the loss), the run
 //!   history's [`record_outcome`](Lease::record_outcome), and
-//!   [`release`](Lease::release).
+//!   [`release`](Lease::release). Every engine's is the same
+//!   [`LeaseGuard`].
 //!
-//! What the engines share lives here, so that it behaves the same on every
-//! server:
+//! An engine (`lockfile-etcd`, `lockfile-postgres`) supplies two things:
+//! its **server operations** on one lease, [`LeaseOps`](crate::ops::LeaseOps)
+//! (one attempt to take it, a wait, a renewal, a release, a history write;
+//! and `inspect`), and the **connection** they go over. Everything else
+//! lives here, so that it behaves the same on every server:
 //!
-//! - **The deadline.** An engine's renewal thread reports each renewal to
-//!   [`Renewals`](crate::signal::Renewals): the deadline is the *send* time of the last renewal that
-//!   succeeded plus the TTL, on the monotonic clock. A server keeps a lease
-//!   at least a TTL after the renewal it received, which is no earlier than
-//!   when it was sent, so the lease cannot lapse on the server before the
-//!   holder's deadline. [`LeaseSignal`] tells the holder's threads.
+//! - **The guard and its thread.** [`LeaseGuard`]: the thread that takes
+//!   and holds a lease (every signal blocked, a single-threaded runtime),
+//!   release on drop; [`thread::block_on`] for an engine's blocking calls.
+//! - **The acquire.** [`Acquiring`](crate::acquiring::Acquiring): what each
+//!   attempt means (a lost race on the run history, a held lease refused or
+//!   waited for, a failure waited out once waiting) and what a timeout says
+//!   of the holder; the engine only makes the attempts and waits its own
+//!   way (etcd on a watch, PostgreSQL on a poll or a notification).
+//! - **The renewal and the deadline.** Every third of the TTL; each renewal
+//!   reported to [`Renewals`](crate::signal::Renewals): the deadline is the
+//!   *send* time of the last renewal that succeeded plus the TTL, on the
+//!   monotonic clock. A server keeps a lease at least a TTL after the
+//!   renewal it received, which is no earlier than when it was sent, so the
+//!   lease cannot lapse on the server before the holder's deadline.
+//!   [`LeaseSignal`] tells the holder's threads. After a loss, renewals
+//!   stop and the lease is let go on the server as soon as it answers.
 //! - **The stop policy.** [`StopPolicy`](crate::policy::StopPolicy) and [`Step`](crate::policy::Step): ask the work to stop
 //!   `grace` before the deadline, kill it just before it.
 //! - **The run history.** [`History`]: how the last run ended and the last
-//!   success, as one JSON document per name that outlives the lease. The
+//!   success, as one JSON document per name that outlives the lease,
+//!   written by the lease's thread within
+//!   [`write_until`](crate::history::write_until) of the deadline. The
 //!   engine only stores it, with a compare-and-set.
+//! - **The events.** `lock_acquired`, `lock_contended`, `renewal_failed`,
+//!   `lease_lost`, `lock_released` and `release_failed`, the same for every
+//!   engine.
 //! - **The report.** [`LeaseReport`], one JSON shape for every engine, with
 //!   findings judged as a lock file's are (`overrunning`, `silent`, …).
-//! - **The lease's thread.** [`Session`](crate::session::Session): the
-//!   thread that takes and renews a lease (every signal blocked, a
-//!   single-threaded runtime), its handshake with the guard, and release on
-//!   drop; [`thread::block_on`] for an engine's blocking calls.
-//! - **The acquire's judgement.** [`Acquiring`](crate::acquiring::Acquiring):
-//!   what each attempt means (a lost race on the run history, a held lease
-//!   refused or waited for, a failure waited out once waiting) and what a
-//!   timeout says of the holder; the engine only makes the attempts and
-//!   waits its own way.
 //! - **Names and errors.** [`check_name`](crate::name::check_name) and one [`Error`] enum naming the
 //!   operation, the key and the server.
 //!
@@ -63,15 +72,20 @@
 // The owner record comes from the core crate, which is Unix-only.
 #![cfg(unix)]
 
+mod acquire;
 pub mod acquiring;
 pub mod engine;
 pub mod error;
+mod guard;
 pub mod history;
+mod hold;
 mod lost;
 pub mod name;
+pub mod ops;
 pub mod policy;
 pub mod report;
-pub mod session;
+mod runtime;
+mod session;
 pub mod signal;
 pub mod thread;
 
@@ -79,6 +93,7 @@ pub mod thread;
 // modules above.
 pub use engine::{Engine, Lease, LeaseRequest};
 pub use error::{Error, Result};
+pub use guard::LeaseGuard;
 pub use report::LeaseReport;
 pub use signal::LeaseSignal;
 

@@ -1,60 +1,57 @@
-//! The handshake between a held lease's guard and the engine's own thread
-//! that took the lease and now renews it: written once, for every engine.
+//! The handshake between a held lease's guard and the lease's own thread,
+//! which took the lease and now renews it.
 //!
-//! [`Session::spawn`] starts the thread and returns once the engine says the
-//! lease is held (or why not). From then on the guard reaches the thread only
-//! through its [`Session`]: [`release`](Session::release), and requests of
-//! the engine's own ([`ask`](Session::ask)). Dropping the session releases
-//! too, so a guard needs no `Drop` of its own; either way the thread is
-//! joined, and nothing renews a lease its guard let go.
+//! [`Session::spawn`] starts the thread and returns once the lease is held
+//! (or why not). From then on the guard reaches the thread only through its
+//! [`Session`]: [`record`](Session::record) a run, and
+//! [`release`](Session::release). Dropping the session releases too, so the
+//! guard needs no `Drop` of its own; either way the thread is joined, and
+//! nothing renews a lease its guard let go.
 
 use std::future::Future;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+use lockfile::history::{LastRun, RunEnd};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::error::{Error, Operation, Result};
-use crate::thread::{runtime, spawn_error};
+use crate::runtime::{runtime, spawn_error};
 
-/// What a guard asks of its lease thread: release, or a request `C` of the
-/// engine's own (`std::convert::Infallible` for an engine that has none).
-///
-/// Exhaustive on purpose: the engine's thread must answer every request,
-/// and a new kind of request is a change every engine has to make.
+/// What a guard asks of its lease thread.
 #[derive(Debug)]
-#[allow(clippy::exhaustive_enums)]
-pub enum Request<C> {
+pub(crate) enum Request {
+    /// Write how the run ended into the run history, bounded by the
+    /// deadline the thread keeps.
+    Record(RunEnd, Reply<LastRun>),
     /// Stop renewing and let the lease go, then answer and return.
     Release(Reply<()>),
-    /// A request of the engine's own.
-    Engine(C),
 }
 
 /// The thread's end of the request stream.
-pub type Requests<C> = UnboundedReceiver<Request<C>>;
+pub(crate) type Requests = UnboundedReceiver<Request>;
 
 /// Where the thread sends the answer to one request; the guard waits on it.
 #[derive(Debug)]
-pub struct Reply<T>(SyncSender<Result<T>>);
+pub(crate) struct Reply<T>(SyncSender<Result<T>>);
 
 impl<T> Reply<T> {
     /// Answers the request. A guard that stopped waiting loses nothing.
-    pub fn send(self, answer: Result<T>) {
+    pub(crate) fn send(self, answer: Result<T>) {
         let _ = self.0.send(answer);
     }
 }
 
 /// Where the thread says, once, that the lease is held (or why not).
 #[derive(Debug)]
-pub struct Ready<A>(SyncSender<Result<A>>);
+pub(crate) struct Ready<A>(SyncSender<Result<A>>);
 
 impl<A> Ready<A> {
     /// Hands `acquired` (or the acquire's error) to [`Session::spawn`]'s
     /// caller. Renewal goes on at once on the thread, whenever the caller
     /// gets to build its guard; should the caller be gone, the request
     /// stream is closed and the thread releases.
-    pub fn send(self, acquired: Result<A>) {
+    pub(crate) fn send(self, acquired: Result<A>) {
         let _ = self.0.send(acquired);
     }
 }
@@ -62,13 +59,14 @@ impl<A> Ready<A> {
 /// The guard's handle on its lease thread: the only way to ask it anything,
 /// and the thread to join.
 #[derive(Debug)]
-pub struct Session<C> {
+pub(crate) struct Session {
     key: String,
-    requests: UnboundedSender<Request<C>>,
+    history_key: String,
+    requests: UnboundedSender<Request>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl<C: Send + 'static> Session<C> {
+impl Session {
     /// Starts the thread `name`, with every signal blocked and a
     /// single-threaded runtime of its own, and runs `body`'s future there:
     /// it takes the lease on `key`, says so through [`Ready`], then holds it,
@@ -81,17 +79,18 @@ impl<C: Send + 'static> Session<C> {
     /// The error `body` sent, or [`Error::Io`] ([`Operation::Spawn`]) when
     /// the thread cannot be started or ends without a word. A panic on the
     /// thread before it sent is resumed here.
-    pub fn spawn<A, F>(
+    pub(crate) fn spawn<A, F>(
         name: &str,
         key: &str,
-        body: impl FnOnce(Ready<A>, Requests<C>) -> F + Send + 'static,
-    ) -> Result<(A, Session<C>)>
+        history_key: &str,
+        body: impl FnOnce(Ready<A>, Requests) -> F + Send + 'static,
+    ) -> Result<(A, Session)>
     where
         A: Send + 'static,
         F: Future<Output = ()>,
     {
         let (ready_tx, ready_rx) = sync_channel::<Result<A>>(1);
-        let (requests, received) = unbounded_channel::<Request<C>>();
+        let (requests, received) = unbounded_channel::<Request>();
         let thread_key = key.to_owned();
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
@@ -126,23 +125,28 @@ impl<C: Send + 'static> Session<C> {
         };
         let session = Session {
             key: key.to_owned(),
+            history_key: history_key.to_owned(),
             requests,
             thread: Some(thread),
         };
         Ok((acquired, session))
     }
-}
 
-impl<C> Session<C> {
-    /// Sends the request `make` builds around its [`Reply`] and waits for
-    /// the answer. `op` and `key` name what failed when the thread has
-    /// stopped.
+    /// Where the lease's run history is kept.
+    pub(crate) fn history_key(&self) -> &str {
+        &self.history_key
+    }
+
+    /// Asks the thread to write how the run ended, and waits for the run
+    /// as written.
     ///
     /// # Errors
     ///
     /// The thread's answer, or [`Error::Io`] when the thread had stopped.
-    pub fn ask<T>(&self, op: Operation, key: &str, make: impl FnOnce(Reply<T>) -> C) -> Result<T> {
-        self.send(op, key, |reply| Request::Engine(make(reply)))
+    pub(crate) fn record(&self, end: RunEnd) -> Result<LastRun> {
+        self.send(Operation::RecordRun, &self.history_key, |reply| {
+            Request::Record(end, reply)
+        })
     }
 
     /// Asks the thread to release the lease, waits for its answer, and
@@ -153,9 +157,8 @@ impl<C> Session<C> {
     ///
     /// The engine's release error (a lost lease, a server that could not be
     /// told), or [`Error::Io`] when the thread had stopped.
-    pub fn release(&mut self) -> Result<()> {
-        let key = self.key.clone();
-        let result = self.send(Operation::Release, &key, Request::Release);
+    pub(crate) fn release(&mut self) -> Result<()> {
+        let result = self.send(Operation::Release, &self.key, Request::Release);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -166,7 +169,7 @@ impl<C> Session<C> {
         &self,
         op: Operation,
         key: &str,
-        make: impl FnOnce(Reply<T>) -> Request<C>,
+        make: impl FnOnce(Reply<T>) -> Request,
     ) -> Result<T> {
         let (reply_tx, reply_rx) = sync_channel(1);
         let answer = match self.requests.send(make(Reply(reply_tx))) {
@@ -183,7 +186,7 @@ impl<C> Session<C> {
     }
 }
 
-impl<C> Drop for Session<C> {
+impl Drop for Session {
     /// Releases a lease nobody released, and says so when that fails.
     fn drop(&mut self) {
         if self.thread.is_some()

@@ -8,199 +8,119 @@
 use std::time::{Duration, Instant};
 
 use lockfile::OwnerRecord;
-use lockfile::tick::{Claim, TickClaim};
+use lockfile::tick::TickClaim;
 use lockfile_lease::LeaseRequest;
-use lockfile_lease::acquiring::{Acquiring, Next};
 use lockfile_lease::history::History;
+use lockfile_lease::ops::{Granted, stored_record};
 use tokio_postgres::Row;
 use tokio_postgres::types::Type;
 
-use crate::connect::Client;
-
 use crate::conn::Conn;
+use crate::connect::Client;
 use crate::listen::{Listener, Starting};
-use crate::sql::MAX_TTL_MS;
+use crate::state::{Held, PgOps, Woken};
 use crate::{Error, Operation, Result, ServerError};
-
-/// A lease just taken.
-pub(crate) struct Held {
-    pub(crate) token: u64,
-    /// The TTL the server granted (the one asked for).
-    pub(crate) ttl: Duration,
-    pub(crate) record: OwnerRecord,
-    /// When the winning statement was sent: the lease is good until this
-    /// plus the TTL.
-    pub(crate) granted_at: Instant,
-    /// The claim on the run's tick, taken with the lease.
-    pub(crate) claim: Option<Claim>,
-}
 
 /// One attempt: when contended, it saw what is left of the holder's lease
 /// by the server's clock.
-type Attempt = lockfile_lease::acquiring::Attempt<Held, Duration>;
+type Attempt = lockfile_lease::acquiring::Attempt<Granted<Held>, Duration>;
 
-/// What ended a waiting acquire's last pause: the `woken_by` of its
-/// `lock_acquired` event.
-#[derive(Clone, Copy, Debug)]
-enum Woken {
-    /// Nothing: the first attempt.
-    Nothing,
-    /// Asked again at once, once the listener was subscribed: a release
-    /// committed before that sent its notification to no one.
-    Listening,
-    /// A notification naming the lease.
-    Notification,
-    /// The poll interval (or a retry after a failure).
-    Poll,
-    /// The time the holder's row said it expires.
-    Expiry,
-}
-
-impl Woken {
-    fn as_str(self) -> &'static str {
-        match self {
-            Woken::Nothing => "nothing",
-            Woken::Listening => "listening",
-            Woken::Notification => "notification",
-            Woken::Poll => "poll",
-            Woken::Expiry => "expiry",
-        }
-    }
-}
-
-/// The TTL in whole milliseconds, as the server keeps it.
-fn ttl_ms(conn: &Conn, ttl: Duration) -> Result<i64> {
-    let invalid = |reason: String| Error::InvalidOptions {
-        op: Operation::Acquire,
-        key: conn.key().to_owned(),
-        reason,
-    };
-    match i64::try_from(ttl.as_millis()) {
-        Ok(0) => Err(invalid("the TTL is under a millisecond".to_owned())),
-        // Longer expiries are taken for another role's writes (see
-        // `MAX_TTL_MS`), so a lease may not ask for one.
-        Ok(ms) if ms <= MAX_TTL_MS => Ok(ms),
-        _ => Err(invalid(format!(
-            "a TTL of {ttl:?} is too long: the longest is {} days",
-            MAX_TTL_MS / 86_400_000
-        ))),
-    }
-}
-
-pub(crate) async fn acquire(
-    conn: &Conn,
-    name: &str,
-    ttl: Duration,
+/// One attempt, every request of it ending by `until` too: on the
+/// connection kept from the last one, or a new one.
+pub(crate) async fn attempt(
+    ops: &mut PgOps,
     request: &LeaseRequest,
-) -> Result<(Held, Client)> {
-    let ms = ttl_ms(conn, ttl)?;
-    let ttl = Duration::from_millis(ms.unsigned_abs());
-    let mut acquiring = Acquiring::new(conn.key(), conn.key(), request.wait);
-    let until = acquiring.until();
-    let poll = lockfile_lease::engine::poll_interval(ttl);
-    let mut client: Option<Client> = None;
-    let mut listener: Option<Listener> = None;
-    let mut starting: Option<Starting> = None;
-    let mut listen_tried = false;
-    let mut woken = Woken::Nothing;
-    loop {
-        // Notifications already here were sent by commits this attempt
-        // sees: only those that come during or after it may wake us.
-        if let Some(l) = &mut listener
-            && !l.forget(conn)
-        {
-            listener = None;
-        }
-        // Every request of this attempt ends by the wait's end too.
-        let bounded = conn.within(until);
-        let tried = match client.take().filter(|c| !c.is_closed()) {
-            Some(c) => Ok(c),
-            None => bounded.connect().await,
-        };
-        let tried = match tried {
-            Ok(c) => {
-                let answer = attempt(&bounded, &c, name, ms, ttl, request).await;
-                client = Some(c);
-                answer
-            }
-            Err(e) => Err(e),
-        };
-        // What is left of the holder's lease, when the attempt said.
-        let expiry = match acquiring.judge(tried)? {
-            Next::Again => continue,
-            Next::Acquired(held) => {
-                tracing::info!(
-                    name: "lock_acquired",
-                    event = "lock_acquired",
-                    key = %conn.key(),
-                    fencing_token = held.token,
-                    ttl_ms = ms,
-                    token = %held.record.token,
-                    job = held.record.job.as_deref().unwrap_or(""),
-                    waited_ms = acquiring.waited().as_millis() as u64,
-                    woken_by = woken.as_str(),
-                );
-                // The listener's connection closes here, with `listener`.
-                return Ok((*held, client.take().expect("the attempt's connection")));
-            }
-            Next::Wait(remaining) => {
-                if !listen_tried && conn.listen.is_some() {
-                    listen_tried = true;
-                    let limit = until.map_or(conn.request_timeout, |u| conn.left_until(u));
-                    if !limit.is_zero() {
-                        starting = Some(Starting::spawn(conn, limit));
-                    }
-                }
-                Some(remaining)
-            }
-            Next::Retry => {
-                client = None;
-                None
-            }
-        };
-        let now = Instant::now();
-        if until.is_some_and(|until| now >= until) {
-            return Err(acquiring.timed_out());
-        }
-        // A holder that dies sends no notification: wake when its row
-        // expires, a millisecond after the time the server gave (rounded
-        // to the millisecond), if that comes before the next poll.
-        let (mut pause, mut timer) = match expiry {
-            Some(left) if left + Duration::from_millis(1) < poll => {
-                (left + Duration::from_millis(1), Woken::Expiry)
-            }
-            _ => (poll, Woken::Poll),
-        };
-        if let Some(until) = until
-            && until - now < pause
-        {
-            pause = until - now;
-            timer = Woken::Poll;
-        }
-        // Any role may NOTIFY the channel, with any payload: a notification
-        // proves nothing, and a flood of them must not become a flood of
-        // acquire statements (each draws a token). So a notification wakes
-        // us only if the last attempt was not itself woken by one: the first
-        // after a timed attempt wakes at once (an honest release is seen
-        // without delay), and the pause after a notified attempt is a timed
-        // one. At most one attempt per poll interval is so owed to
-        // notifications. An honest release that comes during that pause,
-        // after a hostile notification, is seen when it ends: one poll
-        // interval later at the most.
-        let hearing = !matches!(woken, Woken::Notification);
-        woken = tokio::select! {
-            biased;
-            () = released(&mut listener, conn, name), if hearing => Woken::Notification,
-            // Subscribed: every release that commits from now on wakes us,
-            // and one that committed since the last attempt is seen by
-            // asking again at once.
-            started = subscribed(&mut starting) => {
-                listener = Some(started);
-                Woken::Listening
-            }
-            () = tokio::time::sleep(pause) => timer,
-        };
+    until: Option<Instant>,
+) -> Result<Attempt> {
+    // Notifications already here were sent by commits this attempt sees:
+    // only those that come during or after it may wake us.
+    if let Some(l) = &mut ops.listener
+        && !l.forget(&ops.conn)
+    {
+        ops.listener = None;
     }
+    let bounded = ops.conn.within(until);
+    let client = match ops.client.take().filter(|c| !c.is_closed()) {
+        Some(c) => c,
+        None => bounded.connect().await?,
+    };
+    let ttl = Duration::from_millis(ops.ttl_ms.unsigned_abs());
+    let answer = attempt_on(&bounded, &client, &ops.name, ops.ttl_ms, ttl, request).await;
+    ops.client = Some(client);
+    if let Ok(lockfile_lease::acquiring::Attempt::Acquired(_)) = &answer {
+        // The listener's connection closes here.
+        ops.listener = None;
+        ops.starting = None;
+    }
+    answer
+}
+
+/// Waits before the next attempt: for the holder, whose lease has
+/// `remaining` by the server's clock, or, without it, after a failure.
+/// False once `until` has passed.
+pub(crate) async fn wait(
+    ops: &mut PgOps,
+    remaining: Option<Duration>,
+    until: Option<Instant>,
+) -> bool {
+    let conn = &ops.conn;
+    let ttl = Duration::from_millis(ops.ttl_ms.unsigned_abs());
+    let poll = lockfile_lease::engine::poll_interval(ttl);
+    match remaining {
+        Some(_) => {
+            if !ops.listen_tried && conn.listen.is_some() {
+                ops.listen_tried = true;
+                let limit = until.map_or(conn.request_timeout, |u| conn.left_until(u));
+                if !limit.is_zero() {
+                    ops.starting = Some(Starting::spawn(conn, limit));
+                }
+            }
+        }
+        None => ops.client = None,
+    }
+    let now = Instant::now();
+    if until.is_some_and(|until| now >= until) {
+        return false;
+    }
+    // A holder that dies sends no notification: wake when its row
+    // expires, a millisecond after the time the server gave (rounded
+    // to the millisecond), if that comes before the next poll.
+    let (mut pause, mut timer) = match remaining {
+        Some(left) if left + Duration::from_millis(1) < poll => {
+            (left + Duration::from_millis(1), Woken::Expiry)
+        }
+        _ => (poll, Woken::Poll),
+    };
+    if let Some(until) = until
+        && until - now < pause
+    {
+        pause = until - now;
+        timer = Woken::Poll;
+    }
+    // Any role may NOTIFY the channel, with any payload: a notification
+    // proves nothing, and a flood of them must not become a flood of
+    // acquire statements (each draws a token). So a notification wakes
+    // us only if the last attempt was not itself woken by one: the first
+    // after a timed attempt wakes at once (an honest release is seen
+    // without delay), and the pause after a notified attempt is a timed
+    // one. At most one attempt per poll interval is so owed to
+    // notifications. An honest release that comes during that pause,
+    // after a hostile notification, is seen when it ends: one poll
+    // interval later at the most.
+    let hearing = !matches!(ops.woken, Woken::Notification);
+    ops.woken = tokio::select! {
+        biased;
+        () = released(&mut ops.listener, &ops.conn, &ops.name), if hearing => Woken::Notification,
+        // Subscribed: every release that commits from now on wakes us,
+        // and one that committed since the last attempt is seen by
+        // asking again at once.
+        started = subscribed(&mut ops.starting) => {
+            ops.listener = Some(started);
+            Woken::Listening
+        }
+        () = tokio::time::sleep(pause) => timer,
+    };
+    true
 }
 
 /// The listener once `starting` has subscribed it; never, when nothing is
@@ -230,7 +150,7 @@ async fn released(listener: &mut Option<Listener>, conn: &Conn, name: &str) {
 
 /// One acquire statement on `client`; with a tick to claim, a transaction
 /// that also writes the claim into the run history.
-async fn attempt(
+async fn attempt_on(
     conn: &Conn,
     client: &Client,
     name: &str,
@@ -344,11 +264,7 @@ async fn take(
     ttl: Duration,
     request: &LeaseRequest,
 ) -> Result<Attempt> {
-    let value = serde_json::to_string(&request.owner_record(ttl / 3))
-        .expect("an owner record always serialises");
-    // The guard keeps the record exactly as stored (times in microseconds).
-    let record =
-        OwnerRecord::from_json(value.as_bytes()).expect("an owner record always round-trips");
+    let (value, record) = stored_record(request, ttl);
     // The record's token is new with every record: it tells our row from
     // the holder's.
     let attempt = record.token.to_string();
@@ -372,13 +288,8 @@ async fn take(
     let token: i64 = column(conn, Operation::Acquire, row, 1)?;
     let token = token.unsigned_abs();
     if acquired {
-        return Ok(Attempt::Acquired(Box::new(Held {
-            token,
-            ttl,
-            record,
-            granted_at,
-            claim: None,
-        })));
+        let granted = Granted::new(token, ttl, record, granted_at, Held { token });
+        return Ok(Attempt::Acquired(Box::new(granted)));
     }
     let owner: String = column(conn, Operation::Acquire, row, 2)?;
     let remaining: i64 = column(conn, Operation::Acquire, row, 4)?;

@@ -1,9 +1,11 @@
 //! The lease layer's [`Engine`], implemented for PostgreSQL by
-//! [`LeaseOptions`] (the [`Lease`] is [`LeaseGuard`](crate::LeaseGuard)).
+//! [`LeaseOptions`] with its server operations (`ops.rs`); the [`Lease`] is
+//! the layer's [`LeaseGuard`].
 
-use lockfile_lease::{Engine, Lease, LeaseReport, LeaseRequest, Result};
+use lockfile_lease::{Engine, Lease, LeaseGuard, LeaseReport, LeaseRequest, Result};
 
-use crate::{ENGINE, LeaseGuard, LeaseOptions, inspect};
+use crate::state::PgOps;
+use crate::{ENGINE, LeaseOptions, inspect};
 
 impl Engine for LeaseOptions {
     fn kind(&self) -> &'static str {
@@ -12,7 +14,8 @@ impl Engine for LeaseOptions {
 
     /// The request's TTL, or these options' when it names none.
     fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>> {
-        Ok(Box::new(LeaseGuard::start(self, name, request)?))
+        let ops = PgOps::new(self, name, self.ttl_for(request))?;
+        Ok(Box::new(LeaseGuard::acquire(name, ops, request)?))
     }
 
     fn inspect(&self, name: &str) -> Result<LeaseReport> {
@@ -23,5 +26,19 @@ impl Engine for LeaseOptions {
     /// history.
     fn inspect_all(&self) -> Result<Vec<LeaseReport>> {
         inspect::inspect_all(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_options_signals_and_errors_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LeaseGuard>();
+        send_sync::<LeaseOptions>();
+        send_sync::<crate::LeaseSignal>();
+        send_sync::<crate::Error>();
     }
 }

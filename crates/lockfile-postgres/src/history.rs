@@ -16,17 +16,16 @@
 
 use std::time::Instant;
 
-use lockfile::OwnerRecord;
-use lockfile::history::{LastRun, RunEnd};
-use lockfile::tick::Claim;
+use lockfile::history::LastRun;
 use lockfile_lease::history::History;
+use lockfile_lease::ops::Run;
 use tokio_postgres::Row;
 use tokio_postgres::types::Type;
 
 use crate::connect::Client;
 
 use crate::acquire::column;
-use crate::conn::{self, Conn};
+use crate::conn::Conn;
 use crate::{Error, Operation, Result};
 
 /// How many times a write is tried when the document keeps changing under
@@ -76,24 +75,11 @@ pub(crate) async fn read(
         .transpose()
 }
 
-/// What a run's history row says about its holder.
-pub(crate) struct Holder<'a> {
-    pub(crate) record: &'a OwnerRecord,
-    pub(crate) fencing_token: u64,
-    /// The run's claim on its tick, when it made one.
-    pub(crate) claim: Option<&'a Claim>,
-}
-
-/// Records `end` for `name` by `until`, on a connection of its own (the
+/// Records `run` for `name` by `until`, on a connection of its own (the
 /// lease's may be stuck behind a dead network); returns the run written.
-pub(crate) fn record(
-    conn: &Conn,
-    name: &str,
-    holder: &Holder<'_>,
-    end: RunEnd,
-    until: Instant,
-) -> Result<LastRun> {
-    conn::block_on(conn.key(), || async {
+pub(crate) async fn record(conn: &Conn, name: &str, run: &Run, until: Instant) -> Result<LastRun> {
+    let (end, holder) = (run.end, run);
+    {
         let client = conn.connect_within(conn.left_until(until)).await?;
         let rows = conn
             .query(
@@ -110,7 +96,7 @@ pub(crate) fn record(
         let owner_token = holder.record.token.to_string();
         let token = i64::try_from(holder.fencing_token).unwrap_or(i64::MAX);
         for _ in 0..ATTEMPTS {
-            let next = previous.after(end, holder.claim);
+            let next = previous.after(end, holder.claim.as_ref());
             let run = next
                 .last_run
                 .clone()
@@ -162,5 +148,5 @@ pub(crate) fn record(
             key: conn.key().to_owned(),
             attempts: ATTEMPTS,
         })
-    })
+    }
 }

@@ -1,7 +1,8 @@
 //! Run-once leases across hosts, on PostgreSQL: the database that teams
 //! already run. An engine of the lease layer (`lockfile-lease`):
-//! [`LeaseOptions`] implements its [`Engine`] trait and [`LeaseGuard`] its
-//! [`Lease`] trait, with every guarantee the etcd engine gives: a fencing
+//! [`LeaseOptions`] implements its [`Engine`] trait with PostgreSQL's
+//! server operations, and a held lease is the layer's [`LeaseGuard`] (a
+//! [`Lease`]), with every guarantee the etcd engine gives: a fencing
 //! token that never goes back, a deadline on the holder's monotonic clock,
 //! a run history that outlives the lease.
 //!
@@ -115,7 +116,10 @@
 //! [`tracing`](https://docs.rs/tracing) events with an `event` field of the
 //! same name. `lock_acquired` says what ended the wait in `woken_by`:
 //! `nothing` (no wait), `listening` (asked again once subscribed),
-//! `notification`, `poll` or `expiry` (the holder's row expired).
+//! `notification`, `poll` or `expiry` (the holder's row expired); its TTL
+//! is `ttl_ms`, and `lock_released` says whether the row was `expired`.
+//! The lease layer emits the lease's events (their target is under
+//! `lockfile_lease`), this crate `statement_retried` and `listen_failed`.
 //!
 //! Do not call the blocking calls of this crate from an async task: each
 //! runs its own small runtime on a thread of its own, and blocks the
@@ -130,23 +134,24 @@ mod channel_binding;
 mod conn;
 mod connect;
 mod conninfo;
+mod conninfo_parse;
 mod engine;
-mod guard;
 mod history;
+mod init;
 mod inspect;
 mod key;
 mod listen;
+mod ops;
 mod options;
 pub mod schema;
 mod server;
-mod session;
 mod sql;
 pub mod sqlstate;
 mod sslmode;
+mod state;
 mod tls;
 mod wire;
 
-pub use guard::LeaseGuard;
 pub use key::{history_key_for, key_for};
 // The lease layer's types, which this crate implements.
 pub use lockfile_lease::error::{BoxError, LostReason, Operation};
@@ -155,7 +160,9 @@ pub use lockfile_lease::name::MAX_NAME_LEN;
 pub use lockfile_lease::policy::{Step, StopPolicy};
 pub use lockfile_lease::report::LeaseState;
 pub use lockfile_lease::signal::Renewals;
-pub use lockfile_lease::{Engine, Error, Lease, LeaseReport, LeaseRequest, LeaseSignal, Result};
+pub use lockfile_lease::{
+    Engine, Error, Lease, LeaseGuard, LeaseReport, LeaseRequest, LeaseSignal, Result,
+};
 pub use options::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 pub use sqlstate::ServerError;
 

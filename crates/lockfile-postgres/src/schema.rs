@@ -6,9 +6,6 @@
 
 use std::fmt::Write as _;
 
-use crate::conn::{self, Conn};
-use crate::{LeaseOptions, Result};
-
 /// The schema that holds the tables unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "lockfile";
 
@@ -247,33 +244,6 @@ GRANT USAGE ON SEQUENCE {s}.fencing_tokens TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.history, {s}.runs, {s}.settings TO {role};
 "
     )
-}
-
-impl LeaseOptions {
-    /// Creates the schema, its sequence and its tables if they do not exist
-    /// ([`ddl`]), as `lockfile postgres init` does. Safe to run again, and
-    /// from several hosts at once. With `history_days`, sets the run
-    /// history's retention. Needs a role that may create the schema (or
-    /// owns it); the jobs' role then needs only [`grants`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) for a bad
-    /// URL or schema name, or a server error naming its SQLSTATE.
-    pub fn init(&self, history_days: Option<u32>) -> Result<()> {
-        let conn = Conn::new(self, &self.schema)?;
-        let ddl = ddl(&self.schema, history_days);
-        conn::block_on(&self.schema, || async {
-            let client = conn.connect().await?;
-            conn.batch(
-                &client,
-                crate::Operation::Schema,
-                conn.request_timeout,
-                &ddl,
-            )
-            .await
-        })
-    }
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ impl ServerError {
     }
 
     /// A reply refused for holding more bytes of rows than
-    /// [`MAX_REPLY_BYTES`](crate::conn::MAX_REPLY_BYTES).
+    /// `MAX_REPLY_BYTES` (`conn.rs`).
     pub(crate) fn too_many_bytes(limit: usize) -> ServerError {
         ServerError {
             sqlstate: None,

@@ -4,7 +4,7 @@
 //!
 //! tokio-postgres's parser knows only `disable`, `prefer` and `require`, and
 //! none of the file parameters: they are taken out of the parsed string
-//! before it reads the rest, and [`tls`](crate::tls) carries them out.
+//! before it reads the rest, and the TLS connector (`tls.rs`) carries them out.
 
 use std::path::PathBuf;
 

@@ -9,7 +9,7 @@
 //!
 //! On the socket, the client's first message says what comes back: after
 //! an SSLRequest, one unframed byte (`S`: TLS follows, and the bound is
-//! applied inside it, by [`crate::tls`]; anything else: framed messages);
+//! applied inside it, by the TLS connector (`tls.rs`); anything else: framed messages);
 //! after a TLS ClientHello (`sslnegotiation=direct`), TLS; otherwise
 //! (the startup message, a cancel request) framed messages from the first
 //! byte.

@@ -19,6 +19,9 @@ mod seconds;
 mod template;
 mod token;
 
+#[cfg(test)]
+mod fixtures;
+
 pub(crate) use clock::{millis, now, to_micros};
 pub use decode::decode_record;
 pub use document::FORMAT_VERSION;

@@ -6,7 +6,7 @@
 //!
 //! This module only gathers its parts; each file holds one of them, and they
 //! depend on one another in one direction: `owner` on the fields, `document`
-//! on `owner` and `template` (its fast encoder), `decode` on `document`.
+//! on `owner`, `decode` on `document`.
 
 mod clock;
 mod decode;
@@ -16,7 +16,6 @@ mod fields;
 mod owner;
 mod read;
 mod seconds;
-mod template;
 mod token;
 
 #[cfg(test)]

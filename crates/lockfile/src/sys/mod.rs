@@ -10,7 +10,6 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::os::fd::BorrowedFd;
-use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 // `--cfg lockfile_fallback` builds the fallback on Linux too, so that CI
@@ -25,59 +24,8 @@ mod other;
 #[cfg(any(not(target_os = "linux"), lockfile_fallback))]
 pub(crate) use other::*;
 
-/// What this process looks like in an owner record.
-#[derive(Debug)]
-pub(crate) struct ProcessIdentity {
-    pub(crate) pid: u32,
-    // Shared with every record this process writes, so that a record costs
-    // no allocation for them.
-    pub(crate) hostname: Arc<str>,
-    pub(crate) boot_id: Option<Arc<str>>,
-    pub(crate) pid_namespace: Option<u64>,
-    pub(crate) start_time: Option<u64>,
-}
-
-/// The calling process's identity, read once and cached. A forked child
-/// never writes its parent's identity: the cache is dropped in a child,
-/// which the kernel tells us by zeroing a word on fork ([`fork_witness`]),
-/// or, where it cannot, by a PID that no longer matches.
-pub(crate) fn process_identity() -> Arc<ProcessIdentity> {
-    use std::sync::atomic::Ordering;
-    static CACHE: Mutex<Option<Arc<ProcessIdentity>>> = Mutex::new(None);
-    let witness = fork_witness();
-    let mut cached = CACHE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(id) = &*cached {
-        // The mutex orders the word's store before this load.
-        let unforked = match witness {
-            Some(word) => word.load(Ordering::Relaxed) != 0,
-            None => id.pid == std::process::id(),
-        };
-        if unforked {
-            return Arc::clone(id);
-        }
-    }
-    let id = Arc::new(ProcessIdentity {
-        pid: std::process::id(),
-        hostname: hostname().into(),
-        boot_id: boot_id().map(Arc::from),
-        pid_namespace: pid_namespace(None),
-        start_time: own_start_time(),
-    });
-    *cached = Some(Arc::clone(&id));
-    if let Some(word) = witness {
-        word.store(1, Ordering::Relaxed);
-    }
-    id
-}
-
-fn hostname() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
-}
+mod process_identity;
+pub(crate) use process_identity::{ProcessIdentity, process_identity};
 
 /// Whether a process with this PID exists in our PID namespace. EPERM means it
 /// exists but belongs to another user: alive. Tools that read EPERM as "dead"

@@ -361,6 +361,7 @@ pub mod history;
 mod holder;
 pub mod inspect;
 mod options;
+mod paths;
 pub mod process;
 pub mod reap;
 pub mod record;

@@ -7,9 +7,9 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::refused::EvictionRefused;
 use super::stop::Plan;
 use super::targets::find_targets;
+use crate::error::EvictionRefused;
 use crate::record::{self, Evicted};
 use crate::sys::{self, ProcessIdentity};
 use crate::{Finding, HeartbeatSource, InspectOptions, LockState, OwnerRecord};

@@ -365,6 +365,7 @@ mod paths;
 pub mod process;
 pub mod reap;
 pub mod record;
+mod record_file;
 mod rfc3339;
 pub mod tick;
 mod trust;

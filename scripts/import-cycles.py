@@ -139,6 +139,7 @@ class Module:
         self.defs = set()
         self.uses = {}  # local name -> absolute-ish path (list), with `self` resolved later
         self.globs = []  # paths
+        self.pub_globs = []  # paths re-exported whole: `pub use x::*`
         self.refs = []  # paths named in code (lists of segments)
         self.names = set()  # bare identifiers in code, which a glob may bring
 
@@ -308,9 +309,12 @@ def parse_scope(mod, tokens, start, end, load_child, tests):
         if t == "use" and not (k > 0 and tokens[k - 1] == "::"):
             out = []
             e = parse_use_tree(tokens, k + 1, [], out)
+            public = k > 0 and (tokens[k - 1] == "pub" or (tokens[k - 1] == ")" and "pub" in tokens[max(0, k - 6):k]))
             for name, path in out:
                 if name == "*":
                     mod.globs.append(path)
+                    if public:
+                        mod.pub_globs.append(path)
                 elif name != "_":
                     mod.uses.setdefault(name, path)
                 mod.refs.append(path + ([] if name != "*" else []))
@@ -456,6 +460,13 @@ def graphs(crate):
                     if target is not None and resolve(crate.root, target + [name]) is not None:
                         globbed.append(g + [name])
                         break
+        # A glob re-exported whole depends on everything it re-exports.
+        for g in mod.pub_globs:
+            target = absolute(mod, crate.root, g)
+            there = module_at(crate.root, target) if target is not None else None
+            if there is not None:
+                for name in there.defs | set(there.uses) | set(there.children):
+                    globbed.append(g + [name])
         for ref in mod.refs + globbed:
             target = absolute(mod, crate.root, ref)
             if target is None:

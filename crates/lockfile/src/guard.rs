@@ -156,7 +156,7 @@ impl LockGuard {
         if self.no_record.is_some() {
             return Ok(());
         }
-        self.doc.last_success = Some(crate::record::now());
+        self.doc.last_success = Some(crate::clock::now());
         self.write_document()
     }
 

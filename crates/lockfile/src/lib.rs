@@ -351,6 +351,7 @@
 
 mod acquire;
 mod beat;
+mod clock;
 mod content;
 pub mod descriptor;
 mod dir;

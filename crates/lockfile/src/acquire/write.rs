@@ -5,10 +5,11 @@ use std::fs::File;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::clock;
 use crate::content::NoRecord;
 use crate::evict::Eviction;
 use crate::guard::LockGuard;
-use crate::record::{self, LockDocument, MAX_RECORD_BYTES, Release, peek};
+use crate::record::{LockDocument, MAX_RECORD_BYTES, Release, peek};
 use crate::record_file::{too_large, write_document};
 use crate::trust;
 use crate::{Claim, Error, LockOptions, OwnerRecord, Result, TickClaim, TickDecision};
@@ -102,8 +103,8 @@ pub(crate) fn check_record_fits(opts: &LockOptions, path: &Path) -> Result<()> {
 pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     owner.heartbeat_source = opts.heartbeat_source;
-    owner.max_runtime_ms = opts.max_runtime.map(record::millis);
-    owner.kill_after_ms = opts.kill_after.map(record::millis);
+    owner.max_runtime_ms = opts.max_runtime.map(clock::millis);
+    owner.kill_after_ms = opts.kill_after.map(clock::millis);
     owner.release = opts.release;
     owner
 }
@@ -130,7 +131,7 @@ pub(crate) fn write_record(
         .and_then(|_| LockDocument::decode(previous).ok());
     // Nor is a time no run can have recorded yet carried on: a success "in
     // 9999" would keep the silence alarm quiet for ever.
-    let now = record::now();
+    let now = clock::now();
     let last_success = previous_doc
         .as_ref()
         .and_then(|doc| doc.last_success)

@@ -8,7 +8,6 @@
 //! depend on one another in one direction: `owner` on the fields, `document`
 //! on `owner`, `decode` on `document`.
 
-mod clock;
 mod decode;
 mod document;
 mod error;
@@ -21,7 +20,6 @@ mod token;
 #[cfg(test)]
 mod fixtures;
 
-pub(crate) use clock::{millis, now, to_micros};
 pub use decode::decode_record;
 pub use document::FORMAT_VERSION;
 pub(crate) use document::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};

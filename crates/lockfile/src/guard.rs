@@ -2,14 +2,14 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::content::NoRecord;
 use crate::error::Operation;
 use crate::history::{LastRun, Outcome, RunEnd};
-use crate::record::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE};
+use crate::record::LockDocument;
+use crate::record_file;
 use crate::{Error, Evicted, Holder, OwnerRecord, Result, sys};
 
 /// A held lock. Dropping it releases the lock; [`release`](LockGuard::release)
@@ -156,7 +156,7 @@ impl LockGuard {
         if self.no_record.is_some() {
             return Ok(());
         }
-        self.doc.last_success = Some(crate::record::now());
+        self.doc.last_success = Some(crate::clock::now());
         self.write_document()
     }
 
@@ -210,26 +210,20 @@ impl LockGuard {
         self.doc.last_run.as_deref()
     }
 
+    /// Writes the guard's document over the file's. The acquire left room
+    /// for the history, so only a record that grew by other means is ever
+    /// refused.
     fn write_document(&mut self) -> Result<()> {
-        let write_err = |e| Error::from_io(Operation::Write, &self.path, e);
-        let (file, written_len) = (&self.file, self.written_len);
-        let path = &self.path;
-        let job_len = self.doc.owner.job.as_deref().map_or(0, str::len);
-        self.written_len = self.doc.encode_then(|buf| {
-            // Never written: a file this long would be someone else's. The
-            // acquire left room for the history, so only a record that grew
-            // by other means gets here.
-            if buf.len() > crate::record::MAX_RECORD_BYTES {
-                return Err(crate::acquire::too_large(path, buf.len(), job_len));
+        match record_file::write_document(&self.file, &self.path, &self.doc, self.written_len)? {
+            Ok(len) => {
+                self.written_len = len;
+                Ok(())
             }
-            file.write_all_at(buf, 0).map_err(write_err)?;
-            // A shorter document must not leave the old one's tail behind.
-            if buf.len() < written_len {
-                file.set_len(buf.len() as u64).map_err(write_err)?;
+            Err(size) => {
+                let job_len = self.doc.owner.job.as_deref().map_or(0, str::len);
+                Err(record_file::too_large(&self.path, size, job_len))
             }
-            Ok::<_, Error>(buf.len())
-        })?;
-        Ok(())
+        }
     }
 
     /// Releases the lock: marks the record released, unlocks, closes.
@@ -314,9 +308,7 @@ impl LockGuard {
         self.done = true;
         let recorded = self.no_record.is_none();
         let marked = if recorded {
-            self.file
-                .write_all_at(RELEASED_TRUE, RELEASED_FLAG_OFFSET as u64)
-                .map_err(|e| Error::from_io(Operation::Write, &self.path, e))
+            record_file::mark_released(&self.file, &self.path)
         } else {
             Ok(())
         };

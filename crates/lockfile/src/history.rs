@@ -143,10 +143,10 @@ impl LastRun {
     /// microsecond, as the JSON spells them.
     pub fn finished(previous: Option<&LastRun>, end: RunEnd) -> LastRun {
         let end = RunEnd {
-            started_at: crate::record::to_micros(end.started_at),
+            started_at: crate::clock::to_micros(end.started_at),
             ..end
         };
-        LastRun::after(previous, end, crate::record::now())
+        LastRun::after(previous, end, crate::clock::now())
     }
 
     /// The history after `end`, which finished at `now`, given the one

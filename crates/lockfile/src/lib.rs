@@ -315,12 +315,9 @@
 //! crate installs a no-op handler for it on first use unless the application
 //! already handles that signal, in which case bounded waits fall back to
 //! polling (1 ms doubling to 50 ms). The process's identity (hostname, boot
-//! id, start time, PID namespace) is read once and cached; the cache sits
-//! beside a word in a page mapped with `MADV_WIPEONFORK`, which the kernel
-//! zeroes in a forked child, so that a child writes its own identity without
-//! the cache asking for the PID on every acquire (before Linux 4.14 it does
-//! ask). A child that shares our memory (`vfork`, `clone` with `CLONE_VM`)
-//! must exec or exit before it takes a lock through this crate.
+//! id, start time, PID namespace) is read once and cached; the cache holds
+//! the PID it was read for, and a forked child, whose PID differs, reads its
+//! own, so that a child never writes its parent's identity.
 //!
 //! Other Unix systems compile with fallbacks: `inspect` probes a file with a
 //! shared, then an exclusive, non-blocking lock for a few microseconds (a
@@ -354,6 +351,7 @@
 
 mod acquire;
 mod beat;
+mod clock;
 mod content;
 pub mod descriptor;
 mod dir;
@@ -364,9 +362,11 @@ pub mod history;
 mod holder;
 pub mod inspect;
 mod options;
+mod paths;
 pub mod process;
 pub mod reap;
 pub mod record;
+mod record_file;
 mod rfc3339;
 pub mod tick;
 mod trust;

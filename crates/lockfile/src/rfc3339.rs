@@ -17,74 +17,17 @@ fn clamp(t: SystemTime) -> SystemTime {
     }
 }
 
+/// `t` as RFC 3339 in UTC, to the microsecond (`2026-12-01T14:27:27.123456Z`),
+/// as records spell their times. Clamped first: humantime panics on a time
+/// before 1970, and cannot spell one after 9999.
 pub(crate) fn display(t: SystemTime) -> humantime::Rfc3339Timestamp {
     humantime::format_rfc3339_micros(clamp(t))
 }
 
-/// The length of a timestamp as [`micros`] spells it:
-/// `2026-12-01T14:27:27.123456Z`.
-pub(crate) const MICROS_LEN: usize = 27;
-
-/// `t` as humantime's `format_rfc3339_micros` spells it, written into a
-/// buffer without the formatting machinery: every record written carries one
-/// or more of these, on the lock's hot path. A property test holds the two
-/// to the same bytes.
-pub(crate) fn micros(t: SystemTime, buf: &mut [u8; MICROS_LEN]) -> &str {
-    let since_epoch = clamp(t).duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since_epoch.as_secs();
-    let (year, month, day) = civil_from_days(secs / 86_400);
-    let of_day = secs % 86_400;
-    let mut put = |at: usize, digits: usize, mut value: u64| {
-        for slot in buf[at..at + digits].iter_mut().rev() {
-            *slot = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
-    put(0, 4, year);
-    put(5, 2, month);
-    put(8, 2, day);
-    put(11, 2, of_day / 3600);
-    put(14, 2, of_day / 60 % 60);
-    put(17, 2, of_day % 60);
-    put(20, 6, u64::from(since_epoch.subsec_micros()));
-    for (at, sep) in [
-        (4, b'-'),
-        (7, b'-'),
-        (10, b'T'),
-        (13, b':'),
-        (16, b':'),
-        (19, b'.'),
-        (26, b'Z'),
-    ] {
-        buf[at] = sep;
-    }
-    std::str::from_utf8(buf).expect("digits and separators are ASCII")
-}
-
-/// The proleptic Gregorian date of a day counted from 1970-01-01, for the
-/// years 1970 to 9999 that [`clamp`] allows (Howard Hinnant's
-/// `civil_from_days`, unsigned since no day precedes the epoch here).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Shifted to 0000-03-01, so that a leap day ends its 400-year era.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
+/// Written through `Display`, which serde_json escapes as it goes: no
+/// string is allocated for it.
 pub(crate) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(micros(*t, &mut [0; MICROS_LEN]))
+    s.collect_str(&display(*t))
 }
 
 pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
@@ -119,39 +62,41 @@ pub(crate) mod option {
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
     use super::*;
 
-    fn humantime_micros(t: SystemTime) -> String {
-        display(t).to_string()
-    }
-
-    proptest! {
-        #[test]
-        fn micros_spells_what_humantime_spells(secs in 0..=MAX_SECS + 1000, nanos in 0..1_000_000_000u32) {
-            let t = UNIX_EPOCH + Duration::new(secs, nanos);
-            let mut buf = [0; MICROS_LEN];
-            prop_assert_eq!(micros(t, &mut buf), humantime_micros(t));
-        }
-    }
-
+    /// What a record spells at the edges of the range, and outside it:
+    /// clamped, never a panic.
     #[test]
-    fn micros_at_the_edges() {
+    fn times_at_and_past_the_edges() {
         let before_epoch = UNIX_EPOCH - Duration::from_secs(1);
-        for t in [
-            UNIX_EPOCH,
-            before_epoch,
-            UNIX_EPOCH + Duration::from_secs(951_782_400), // 2000-02-29
-            UNIX_EPOCH + Duration::from_secs(4_107_542_400), // 2100-03-01
-            UNIX_EPOCH + Duration::new(MAX_SECS, 999_999_999),
-            UNIX_EPOCH + Duration::from_secs(u64::MAX / 2),
+        for (t, spelled) in [
+            (UNIX_EPOCH, "1970-01-01T00:00:00.000000Z"),
+            (before_epoch, "1970-01-01T00:00:00.000000Z"),
+            (
+                UNIX_EPOCH + Duration::from_secs(951_782_400),
+                "2000-02-29T00:00:00.000000Z",
+            ),
+            (
+                UNIX_EPOCH + Duration::from_secs(4_107_542_400),
+                "2100-03-01T00:00:00.000000Z",
+            ),
+            (
+                UNIX_EPOCH + Duration::new(MAX_SECS, 999_999_999),
+                "9999-12-31T23:59:59.999999Z",
+            ),
+            (
+                UNIX_EPOCH + Duration::from_secs(MAX_SECS + 1),
+                "9999-12-31T23:59:59.000000Z",
+            ),
+            (
+                UNIX_EPOCH + Duration::from_secs(u64::MAX / 2),
+                "9999-12-31T23:59:59.000000Z",
+            ),
         ] {
-            assert_eq!(
-                micros(t, &mut [0; MICROS_LEN]),
-                humantime_micros(t),
-                "{t:?}"
-            );
+            assert_eq!(display(t).to_string(), spelled, "{t:?}");
+            let mut json = serde_json::Serializer::new(Vec::new());
+            serialize(&t, &mut json).unwrap();
+            assert_eq!(json.into_inner(), format!("\"{spelled}\"").into_bytes());
         }
     }
 }

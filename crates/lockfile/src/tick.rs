@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::history::{LastRun, Outcome};
-use crate::{OwnerRecord, rfc3339};
+use crate::rfc3339;
 
 /// The seconds in a day: a period must divide it, or be whole days.
 const DAY: u64 = 86_400;
@@ -279,17 +279,6 @@ impl LastRun {
 }
 
 impl Claim {
-    /// `owner`'s claim on `tick`, made at `now`.
-    pub fn by(owner: &OwnerRecord, tick: SystemTime, now: SystemTime) -> Claim {
-        Claim {
-            tick,
-            host: owner.hostname.to_string(),
-            pid: owner.pid,
-            token: owner.token.to_string(),
-            claimed_at: now,
-        }
-    }
-
     /// The run recorded for this claim when it never finished: `owner_dead`,
     /// from the claim to `now`, counting on from `previous`.
     pub fn owner_dead(&self, previous: Option<&LastRun>, now: SystemTime) -> LastRun {

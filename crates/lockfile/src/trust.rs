@@ -45,7 +45,7 @@ impl DirFacts {
     /// The directory that holds `path`, as the kernel resolved it to open
     /// the file: symlinks in it followed.
     pub(crate) fn containing(path: &Path) -> io::Result<DirFacts> {
-        std::fs::metadata(crate::error::parent_dir(path)).map(|m| DirFacts::of(&m))
+        std::fs::metadata(crate::paths::parent_dir(path)).map(|m| DirFacts::of(&m))
     }
 
     /// Sticky, and writable by its group or by everyone: a directory where

@@ -26,7 +26,7 @@ pub(crate) use kernel::{holder_record, take_kernel_lock};
 use kernel::{lock_or_evict, unlocked};
 pub(crate) use open::may_not_write;
 use open::{Access, At, check_kind, open_lock_file, pin_directory, refuse_planted};
-pub(crate) use write::{acquired, check_record_fits, owner, too_large, write_record};
+pub(crate) use write::{acquired, check_record_fits, owner, write_record};
 use write::{foreign_content, without_record};
 
 // The entry points live here, beside the one path they all take, so that

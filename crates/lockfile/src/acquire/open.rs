@@ -41,7 +41,7 @@ pub(super) fn pin_directory<'a>(
     let Some(name) = itself.file_name() else {
         return Ok(None);
     };
-    let dir = sys::open_dir_pinned(crate::error::parent_dir(itself))
+    let dir = sys::open_dir_pinned(crate::paths::parent_dir(itself))
         .map_err(|e| Error::from_io(Operation::Open, path, e).explain())?;
     Ok(Some((dir, name)))
 }

@@ -2,16 +2,15 @@
 //! record only, carrying its history along.
 
 use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::clock;
 use crate::content::NoRecord;
-use crate::error::Operation;
 use crate::evict::Eviction;
 use crate::guard::LockGuard;
-use crate::record::{self, LockDocument, MAX_RECORD_BYTES, Release, peek};
+use crate::record::{LockDocument, MAX_RECORD_BYTES, Release, peek};
+use crate::record_file::{too_large, write_document};
 use crate::trust;
 use crate::{Claim, Error, LockOptions, OwnerRecord, Result, TickClaim, TickDecision};
 
@@ -100,23 +99,12 @@ pub(crate) fn check_record_fits(opts: &LockOptions, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The refusal of a record `size` bytes long.
-pub(crate) fn too_large(path: &Path, size: usize, job_len: usize) -> Error {
-    Error::RecordTooLarge {
-        op: crate::error::Operation::Write,
-        path: path.to_path_buf(),
-        size,
-        max: MAX_RECORD_BYTES,
-        job_len,
-    }
-}
-
 /// This process's record, with the promises the options make.
 pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     let mut owner = OwnerRecord::current(opts.job.as_deref(), opts.heartbeat_interval);
     owner.heartbeat_source = opts.heartbeat_source;
-    owner.max_runtime_ms = opts.max_runtime.map(record::millis);
-    owner.kill_after_ms = opts.kill_after.map(record::millis);
+    owner.max_runtime_ms = opts.max_runtime.map(clock::millis);
+    owner.kill_after_ms = opts.kill_after.map(clock::millis);
     owner.release = opts.release;
     owner
 }
@@ -133,7 +121,6 @@ pub(crate) fn write_record(
     eviction: Option<Eviction>,
     claim: Option<&TickClaim>,
 ) -> Result<(LockDocument, usize)> {
-    let write_err = |e: io::Error| Error::from_io(Operation::Write, path, e);
     // Parse the previous document only when it has something to carry (a
     // success) or to report (an owner that died holding the lock); the
     // common case, our own released record without a success, costs no
@@ -144,7 +131,7 @@ pub(crate) fn write_record(
         .and_then(|_| LockDocument::decode(previous).ok());
     // Nor is a time no run can have recorded yet carried on: a success "in
     // 9999" would keep the silence alarm quiet for ever.
-    let now = record::now();
+    let now = clock::now();
     let last_success = previous_doc
         .as_ref()
         .and_then(|doc| doc.last_success)
@@ -191,21 +178,7 @@ pub(crate) fn write_record(
     if let Some(eviction) = eviction {
         eviction.record_into(&mut doc);
     }
-    let write = |doc: &LockDocument| {
-        doc.encode_then(|buf| {
-            // Never written: a file this long would be someone else's.
-            if buf.len() > MAX_RECORD_BYTES {
-                return Ok(Err(buf.len()));
-            }
-            file.write_all_at(buf, 0).map_err(write_err)?;
-            // The previous content might be longer (a larger record, or a
-            // torn one): cut it off. It is ours: no longer than a record.
-            if previous.len() > buf.len() {
-                file.set_len(buf.len() as u64).map_err(write_err)?;
-            }
-            Ok(Ok(buf.len()))
-        })
-    };
+    let write = |doc: &LockDocument| write_document(file, path, doc, previous.len());
     let mut written = write(&doc)?;
     // The evicted run's job name is the one field of another run's: its own
     // record fitted, but both names together may not. It is only a label.

@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use crate::history::{LastRun, Outcome, RunEnd};
-use crate::record::{self, Evicted, LockDocument};
+use crate::record::{Evicted, LockDocument};
 
 /// A run that was stopped so that this acquire could take its lock: what the
 /// new record keeps of it.
@@ -30,7 +30,7 @@ impl Eviction {
             signal: Some(self.signal),
             started_at: self.started_at,
         };
-        let last = LastRun::after(self.previous_run.as_ref(), end, record::now());
+        let last = LastRun::after(self.previous_run.as_ref(), end, crate::clock::now());
         doc.last_run = Some(Box::new(last));
         doc.owner.evicted = Some(Box::new(self.evicted));
     }

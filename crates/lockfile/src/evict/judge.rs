@@ -7,10 +7,10 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::refused::EvictionRefused;
 use super::stop::Plan;
 use super::targets::find_targets;
-use crate::record::{self, Evicted};
+use crate::error::EvictionRefused;
+use crate::record::Evicted;
 use crate::sys::{self, ProcessIdentity};
 use crate::{Finding, HeartbeatSource, InspectOptions, LockState, OwnerRecord};
 
@@ -142,7 +142,7 @@ pub(super) fn judge(evict_after: Duration, path: &Path, file: &File) -> Judgemen
             token: owner.token,
             pid: owner.pid,
             job: owner.job.clone(),
-            silent_ms: record::millis(silent),
+            silent_ms: crate::clock::millis(silent),
         },
         started_at: owner.acquired_at,
         previous_run: report.last_run,

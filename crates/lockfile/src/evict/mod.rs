@@ -53,7 +53,6 @@
 // `eviction`; this file only drives them, and waits between judgements.
 mod eviction;
 mod judge;
-pub(crate) mod refused;
 mod stop;
 mod targets;
 
@@ -63,13 +62,12 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::error::Operation;
+use crate::error::{EvictionRefused, Operation};
 use crate::record::{self, LockDocument};
 use crate::sys;
 use crate::{Error, LockOptions, Result};
 pub(crate) use eviction::Eviction;
 use judge::{DEFAULT_KILL_AFTER, Judgement, judge};
-pub(crate) use refused::EvictionRefused;
 use stop::Stop;
 
 /// How long past kill-after `try_acquire` waits for the lock of a holder it

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::eviction::Eviction;
-use super::refused::EvictionRefused;
 use super::targets::{Target, adopt_descendants};
+use crate::error::EvictionRefused;
 use crate::history::LastRun;
 use crate::record::Evicted;
 use crate::sys::{self, Pidfd, ProcessIdentity};

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 
-use super::refused::EvictionRefused;
 use crate::OwnerRecord;
+use crate::error::EvictionRefused;
 use crate::sys::{self, Pidfd, ProcessIdentity};
 
 /// A process to stop, verified through its pidfd.

@@ -3,6 +3,7 @@
 //! Inspecting never takes the lock. On Linux the kernel's holder comes from
 //! `/proc/locks`, so a concurrent `try_acquire` is never made to fail.
 
+mod doubt;
 mod finding;
 mod health;
 mod json_path;
@@ -10,6 +11,8 @@ mod liveness;
 mod open;
 mod options;
 mod report;
+mod rules;
+mod sample;
 mod scan;
 
 use std::io;

@@ -202,3 +202,26 @@ impl Serialize for LockReport {
 fn opt_time<S: Serializer>(t: &Option<SystemTime>, s: S) -> std::result::Result<S::Ok, S::Error> {
     crate::rfc3339::option::serialize(t, s)
 }
+
+/// A report on `path` before anything is known of it.
+pub(super) fn empty_report(path: PathBuf) -> LockReport {
+    LockReport {
+        path,
+        state: LockState::Absent,
+        owner: None,
+        released: false,
+        holders: Vec::new(),
+        shared: false,
+        age: None,
+        heartbeat_age: None,
+        last_success: None,
+        last_run: None,
+        last_claimed_tick: None,
+        size: 0,
+        modified: None,
+        content_error: None,
+        content: None,
+        no_record: None,
+        findings: Vec::new(),
+    }
+}

@@ -1,29 +1,10 @@
 //! The scan engine: one snapshot of the kernel's lock table and one clock
 //! reading, shared by every file of an inspection.
 //!
-//! # Never calling a held lock `stale` or `free`
-//!
-//! The table is read once, before any file. A file it does not list, whose
-//! record names a live local owner that never released it, is in doubt: the
-//! owner may have taken the lock after the table was read, or the table,
-//! read in pieces, may have skipped it. Such a file is looked at again once
-//! every other file has been read, by the protocol below; every other file
-//! is decided at once, so a scan of a steady directory pays nothing for it.
-//!
-//! 1. The table is read again, after the record (once for all the files in
-//!    doubt). If it lists the lock, the lock is held.
-//! 2. If that table came in pieces, the owner's descriptors say whether it
-//!    holds the lock: exact, but a walk over all of them, so done at most
-//!    once per process for the files read before it, and within a budget of
-//!    descriptors per scan. Past the budget the file is `undecided`.
-//! 3. The record is read again. Only if it did not change is the verdict of
-//!    step 1 (and 2) about this record: an owner takes the lock before it
-//!    writes its record, and marks the record released before it lets the
-//!    lock go, so a record that stayed unreleased throughout was held
-//!    throughout, if its owner is one of ours and alive. Then a table that
-//!    does not list the lock means nobody held it: `stale`. A record that
-//!    changed is examined anew (from step 1, up to [`LOOKS`] times in all;
-//!    then it is `undecided`).
+//! A file in doubt, one the table does not list whose record names a live
+//! local owner that never released it, is looked at again by the protocol
+//! in [`doubt`](super::doubt); the findings are the rules of
+//! [`rules`](super::rules).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -31,29 +12,21 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use super::finding::{Finding, TimeField, Undecided};
+use super::doubt::{self, Doubt, Reconsidered, Walked, Walks};
+use super::finding::Finding;
 use super::liveness::{Liveness, holder_is_owner, holders, judge_owner};
-use super::options::{BelievedHistory, InspectOptions};
-use super::report::{LockReport, LockState};
+use super::options::InspectOptions;
+use super::report::{LockReport, LockState, empty_report};
+use super::rules::{self, Context};
+use super::sample::{Read, Sample};
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
-use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES, Release};
-use crate::sys::{self, DescriptorWalk, KernelHold, KernelLocks, LockMode, ProcessIdentity};
+use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
+use crate::sys::{self, KernelHold, KernelLocks, ProcessIdentity};
 use crate::trust::{self, DirFacts, Planted};
 use crate::{Error, OwnerRecord, Result};
-
-/// How many times a file in doubt is read before it is `undecided`: an
-/// owner that takes and releases its lock in a loop changes its record
-/// between two reads now and then, but not this many times in a row.
-const LOOKS: usize = 4;
-
-/// The most process descriptors one scan walks in all. A walk of 19,000
-/// descriptors costs a few times as much as reading 1,500 lock files, and
-/// one is needed only when the table came in pieces: this allows one such
-/// walk, however many processes the records in a directory name.
-pub(crate) const WALK_BUDGET: usize = 24_576;
 
 /// State shared by every file of one inspection: the options, the kernel's
 /// lock table, our identity, one clock reading, and filesystem types per device.
@@ -86,20 +59,6 @@ pub(super) struct Scan<'a> {
 /// What tells one recorded owner from another, for [`Scan::judge`].
 type OwnerKey = (u32, Option<u64>, Option<u64>, Option<Arc<str>>);
 
-/// A file the table could not settle, with what its first look found.
-struct Doubt {
-    /// Where its report goes among the scan's.
-    slot: usize,
-    file: File,
-    report: LockReport,
-    sample: Sample,
-    liveness: Option<Liveness>,
-    /// Its content as read, to tell whether it changed since.
-    content: Vec<u8>,
-    read_at: u64,
-    looks: usize,
-}
-
 impl<'a> Scan<'a> {
     pub(super) fn new(opts: &'a InspectOptions, path: &Path) -> Result<Scan<'a>> {
         let locks = KernelLocks::snapshot().map_err(|e| table_error(path, &e))?;
@@ -115,10 +74,7 @@ impl<'a> Scan<'a> {
             euid: trust::euid(),
             dir: None,
             doubts: Vec::new(),
-            walks: Walks {
-                left: WALK_BUDGET,
-                done: HashMap::new(),
-            },
+            walks: Walks::new(),
             owners: HashMap::new(),
             ticks: 0,
         })
@@ -235,7 +191,7 @@ impl<'a> Scan<'a> {
 
     /// The findings that need the whole report, in order of severity.
     fn finish(&self, report: &mut LockReport) {
-        self.silence_findings(report);
+        rules::silence_findings(&self.rules(), report);
         report
             .findings
             .sort_by_key(|f| std::cmp::Reverse(f.severity()));
@@ -264,55 +220,28 @@ impl<'a> Scan<'a> {
         });
     }
 
-    /// Steps 1 to 3 for one file in doubt: its report, or `None` when it is
-    /// in doubt again (its record changed), for the next table.
+    /// Steps 1 to 3 for one file in doubt (see [`doubt`](super::doubt)):
+    /// its report, or `None` when it is in doubt again (its record changed),
+    /// for the next table.
     fn reconsider(&mut self, d: Doubt) -> Option<Result<LockReport>> {
-        let (dev, ino) = (d.sample.dev, d.sample.ino);
-        let hold = self.locks.hold(&d.file, dev, ino);
-        if let KernelHold::Held { .. } = hold {
-            return Some(Ok(self.conclude_doubt(d, hold)));
-        }
-        let owner = d.sample.doc.as_ref().map(|doc| doc.owner.pid);
-        if !self.locks.read_whole()
-            && let (Some(Liveness::Alive), Some(pid)) = (&d.liveness, owner)
-        {
-            match self.walks.hold(pid, dev, ino, d.read_at, &mut self.ticks) {
-                Walked::Holds(h) => {
-                    let hold = KernelHold::Held {
-                        pids: vec![i64::from(pid)],
-                        shared: h.mode == LockMode::Shared,
-                    };
-                    return Some(Ok(self.conclude_doubt(d, hold)));
+        match doubt::reconsider(&d, &self.locks, &mut self.walks, &mut self.ticks) {
+            Reconsidered::Conclude(hold) => Some(Ok(self.conclude_doubt(d, hold))),
+            Reconsidered::Undecided(why) => Some(Ok(d.undecided(why))),
+            Reconsidered::Changed => {
+                // Taken or released meanwhile: look at it anew, before the
+                // next table.
+                let mut report = empty_report(d.report.path);
+                match self.examine(&d.file, &mut report) {
+                    Err(e) => Some(Err(e)),
+                    Ok(Verdict::Settled) => {
+                        self.finish(&mut report);
+                        Some(Ok(report))
+                    }
+                    Ok(Verdict::Doubt(sample, liveness)) => {
+                        self.doubt(d.slot, d.file, report, sample, liveness, d.looks + 1);
+                        None
+                    }
                 }
-                Walked::OverBudget => {
-                    let why = Undecided::WalkBudget {
-                        budget: WALK_BUDGET,
-                    };
-                    return Some(Ok(self.undecided(d, why)));
-                }
-                // Another user's process: the table is all there is.
-                Walked::DoesNotHold | Walked::Unreadable => {}
-            }
-        }
-        if !changed(&d.file, &d.content) {
-            return Some(Ok(self.conclude_doubt(d, hold)));
-        }
-        if d.looks >= LOOKS {
-            let why = Undecided::KeptChanging { looks: d.looks };
-            return Some(Ok(self.undecided(d, why)));
-        }
-        // Taken or released meanwhile: look at it anew, before the next
-        // table.
-        let mut report = empty_report(d.report.path);
-        match self.examine(&d.file, &mut report) {
-            Err(e) => Some(Err(e)),
-            Ok(Verdict::Settled) => {
-                self.finish(&mut report);
-                Some(Ok(report))
-            }
-            Ok(Verdict::Doubt(sample, liveness)) => {
-                self.doubt(d.slot, d.file, report, sample, liveness, d.looks + 1);
-                None
             }
         }
     }
@@ -322,60 +251,6 @@ impl<'a> Scan<'a> {
         self.conclude(&d.file, d.sample, d.liveness, &hold, &mut report);
         self.finish(&mut report);
         report
-    }
-
-    /// A file whose state could not be told: what its record says, and why.
-    fn undecided(&self, d: Doubt, reason: Undecided) -> LockReport {
-        let mut report = d.report;
-        report.state = LockState::Undecided;
-        report.content_error = d.sample.content_error;
-        if let Some(doc) = d.sample.doc {
-            report.released = doc.released;
-            report.last_success = doc.last_success;
-            report.last_run = doc.last_run.as_deref().cloned();
-            report.last_claimed_tick = doc.last_claimed_tick.as_deref().cloned();
-            report.owner = Some(doc.owner);
-        }
-        report.findings.push(Finding::Undecided { reason });
-        report
-    }
-}
-
-/// The descriptor walks of one scan: each process's descriptors are walked
-/// once, and again only for a record read after that walk, within
-/// [`WALK_BUDGET`] descriptors in all.
-struct Walks {
-    left: usize,
-    /// Each walked process, and when it was walked.
-    done: HashMap<u32, (u64, DescriptorWalk)>,
-}
-
-/// What a process's descriptors say about one lock.
-enum Walked {
-    Holds(sys::ProcessHold),
-    DoesNotHold,
-    OverBudget,
-    Unreadable,
-}
-
-impl Walks {
-    /// How `pid` holds the lock on (dev, ino), from a walk made after tick
-    /// `after` (a descriptor it opened since the walk is not seen).
-    fn hold(&mut self, pid: u32, dev: u64, ino: u64, after: u64, ticks: &mut u64) -> Walked {
-        let fresh = self.done.get(&pid).is_some_and(|(at, _)| *at > after);
-        if !fresh {
-            *ticks += 1;
-            let walk = sys::walk_descriptors(pid, &mut self.left);
-            self.done.insert(pid, (*ticks, walk));
-        }
-        match self.done.get(&pid).map(|(_, walk)| walk) {
-            Some(DescriptorWalk::Open(open)) => match open.hold(dev, ino) {
-                Some(h) => Walked::Holds(h),
-                None => Walked::DoesNotHold,
-            },
-            Some(DescriptorWalk::OverBudget) => Walked::OverBudget,
-            Some(DescriptorWalk::Unreadable) | None => Walked::Unreadable,
-        }
     }
 }
 
@@ -396,59 +271,6 @@ enum Verdict {
     /// The table does not list the lock, and the record names a live owner
     /// that never released it: look again (see the module's docs).
     Doubt(Sample, Option<Liveness>),
-}
-
-fn empty_report(path: PathBuf) -> LockReport {
-    LockReport {
-        path,
-        state: LockState::Absent,
-        owner: None,
-        released: false,
-        holders: Vec::new(),
-        shared: false,
-        age: None,
-        heartbeat_age: None,
-        last_success: None,
-        last_run: None,
-        last_claimed_tick: None,
-        size: 0,
-        modified: None,
-        content_error: None,
-        content: None,
-        no_record: None,
-        findings: Vec::new(),
-    }
-}
-
-/// What one read of a lock file gave: which file it is, and its content.
-/// A directory has no content to read: only its lock is looked at.
-// Made once per file and taken apart at once: a box would only cost an
-// allocation per file.
-#[allow(clippy::large_enum_variant)]
-enum Read {
-    File(Sample),
-    Directory { dev: u64, ino: u64 },
-}
-
-/// Which file a lock file is, and its content.
-struct Sample {
-    dev: u64,
-    ino: u64,
-    /// The file's owner.
-    uid: u32,
-    /// How many bytes of `Scan::buf` are the file's.
-    len: usize,
-    doc: Option<LockDocument>,
-    content_error: Option<DecodeError>,
-}
-
-/// Whether `file` no longer starts with exactly `content`.
-fn changed(file: &File, content: &[u8]) -> bool {
-    let mut again = vec![0; content.len() + 1];
-    match sys::read_prefix(file, &mut again) {
-        Ok(n) => again[..n] != *content,
-        Err(_) => true,
-    }
 }
 
 impl Scan<'_> {
@@ -491,7 +313,7 @@ impl Scan<'_> {
         hold: &KernelHold,
         report: &mut LockReport,
     ) {
-        report.state = state(hold, sample.doc.as_ref(), sample.content_error.as_ref());
+        report.state = rules::state(hold, sample.doc.as_ref(), sample.content_error.as_ref());
         if let KernelHold::Held { pids, shared } = hold {
             report.holders = holders(&self.locks, pids, sample.dev, sample.ino);
             report.shared = *shared;
@@ -574,66 +396,17 @@ impl Scan<'_> {
         // Its owner can write anything into a planted file, times included:
         // what it says is shown, but nothing in it acts.
         let planted = self.planted(&report.path, sample.uid);
-        if let Some(planted) = planted {
-            report.findings.push(Finding::PlantedFile {
-                owner_uid: planted.owner_uid,
-                directory_owner_uid: planted.dir_owner_uid,
-            });
-        }
-        let trusted = planted.is_none();
-        if let Some(doc) = sample.doc {
-            let history = InspectOptions::believed_history(
-                BelievedHistory::new(
-                    doc.last_run.as_deref().cloned(),
-                    doc.last_success,
-                    doc.last_claimed_tick.as_deref().cloned(),
-                ),
-                self.now,
-                &mut report.findings,
-            );
-            report.released = doc.released;
-            if trusted {
-                report.last_success = history.last_success;
-                report.last_run = history.last_run;
-                report.last_claimed_tick = history.last_claimed_tick;
-            }
-            // A record that the holders could not have written (they hold
-            // the file read-only, or shared) is history, no evidence against
-            // them. Nor is a record whose release nobody was to mark, once
-            // nobody holds the lock: it was let go by a close.
-            let open = !doc.released
-                && (doc.owner.release == Release::Recorded || report.state == LockState::Held);
-            if open && report.no_record.is_none() {
-                let acquired = self.believed(TimeField::Acquired, doc.owner.acquired_at, report);
-                let beat = report
-                    .modified
-                    .filter(|&m| self.believed(TimeField::Heartbeat, m, report));
-                if trusted {
-                    report.age = acquired.then(|| doc.owner.age(self.now));
-                    report.heartbeat_age =
-                        beat.map(|m| self.now.duration_since(m).unwrap_or_default());
-                    self.owner_findings(&doc.owner, liveness, report);
-                }
-            }
-            if report.state == LockState::Held && report.no_record.is_none() {
-                self.holder_findings(&doc, report);
-            }
-            report.owner = Some(doc.owner);
-        } else if report.state == LockState::Held && report.no_record.is_none() {
-            // Held, and no record at all, by a holder that could have written
-            // one: another program that locks the file read-write without
-            // writing a record, or an acquire caught between lock and write.
-            report.findings.push(Finding::HolderMismatch {
-                recorded_pid: None,
-                holders: report.holders.clone(),
-            });
-        }
+        rules::record_findings(&self.rules(), sample.doc, planted, liveness, report);
         self.network_finding(file, sample.dev, report);
     }
 
-    /// Whether `time` is possible; a `future_time` finding when it is not.
-    fn believed(&self, field: TimeField, time: SystemTime, report: &mut LockReport) -> bool {
-        InspectOptions::believed(field, time, self.now, &mut report.findings)
+    /// What the findings rules judge against.
+    fn rules(&self) -> Context<'_> {
+        Context {
+            opts: self.opts,
+            me: &self.me,
+            now: self.now,
+        }
     }
 
     /// A `network_filesystem` finding when `file` (on device `dev`) lives on
@@ -700,91 +473,5 @@ impl Scan<'_> {
             matches!(walked, Walked::Holds(hold) if hold.access == sys::HoldAccess::ReadOnly)
         });
         read_only.then_some(NoRecord::ReadOnly)
-    }
-
-    /// Findings about an unreleased record's owner.
-    /// `liveness` is `None` for a record from another host.
-    fn owner_findings(
-        &self,
-        owner: &OwnerRecord,
-        liveness: Option<Liveness>,
-        report: &mut LockReport,
-    ) {
-        if owner.hostname != self.me.hostname {
-            report.findings.push(Finding::ForeignHost {
-                recorded_host: owner.hostname.to_string(),
-                local_host: self.me.hostname.to_string(),
-            });
-        } else if let Some(Liveness::Dead(reason)) = liveness {
-            report.findings.push(Finding::OwnerDead {
-                pid: owner.pid,
-                reason,
-            });
-        }
-        if report.state != LockState::Held {
-            return;
-        }
-        if let Some(age) = report.age {
-            self.opts.age_findings(owner, age, &mut report.findings);
-        }
-        let threshold = self.opts.stale_after.or_else(|| {
-            owner
-                .heartbeat_interval()
-                .map(|i| i.checked_mul(3).unwrap_or(Duration::MAX))
-        });
-        if let (Some(threshold), Some(silent)) = (threshold, report.heartbeat_age)
-            && silent > threshold
-        {
-            report
-                .findings
-                .push(Finding::HeartbeatSilent { silent, threshold });
-        }
-    }
-
-    /// Compares the kernel's holders with the record.
-    fn holder_findings(&self, doc: &LockDocument, report: &mut LockReport) {
-        if doc.owner.hostname != self.me.hostname {
-            // A foreign record on a lock held here: the holder wrote no record
-            // of its own (yet), or the directory is shared across hosts.
-            report.findings.push(Finding::HolderMismatch {
-                recorded_pid: None,
-                holders: report.holders.clone(),
-            });
-            return;
-        }
-        let matches = report
-            .holders
-            .iter()
-            .any(|h| holder_is_owner(h.pid, &doc.owner, &self.me));
-        if doc.released || !matches {
-            report.findings.push(Finding::HolderMismatch {
-                recorded_pid: (!doc.released).then_some(doc.owner.pid),
-                holders: report.holders.clone(),
-            });
-        }
-    }
-
-    fn silence_findings(&self, report: &mut LockReport) {
-        self.opts
-            .silence_findings(report.last_success, self.now, &mut report.findings);
-    }
-}
-
-/// A file's state, from who holds its lock and what it holds.
-fn state(
-    hold: &KernelHold,
-    doc: Option<&LockDocument>,
-    content_error: Option<&DecodeError>,
-) -> LockState {
-    match (hold, doc, content_error) {
-        (KernelHold::Held { .. }, _, _) => LockState::Held,
-        (KernelHold::Free, Some(doc), _) if doc.released => LockState::Free,
-        // Nobody was to mark it released: a close let it go.
-        (KernelHold::Free, Some(doc), _) if doc.owner.release == Release::Unrecorded => {
-            LockState::Free
-        }
-        (KernelHold::Free, Some(_), _) => LockState::Stale,
-        (KernelHold::Free, None, Some(DecodeError::Empty)) => LockState::Free,
-        (KernelHold::Free, None, _) => LockState::Debris,
     }
 }

@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::owner::OwnerRecord;
-use super::template::{self, Head};
 use crate::history::LastRun;
 use crate::rfc3339;
 use crate::tick::Claim;
@@ -119,13 +118,7 @@ impl LockDocument {
     pub(crate) fn encode_into(&self, buf: &mut Vec<u8>) {
         buf.clear();
         debug_assert_eq!(self.format, FORMAT_VERSION, "RELEASED_PREFIX spells it");
-        let head = Head {
-            released: self.released,
-            last_success: self.last_success,
-            last_run: self.last_run.as_deref(),
-            last_claimed_tick: self.last_claimed_tick.as_deref(),
-        };
-        template::encode(&head, &self.owner, buf);
+        serde_json::to_writer(&mut *buf, self).expect("a lock document always serialises");
         pad(buf);
     }
 

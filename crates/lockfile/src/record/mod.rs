@@ -6,9 +6,8 @@
 //!
 //! This module only gathers its parts; each file holds one of them, and they
 //! depend on one another in one direction: `owner` on the fields, `document`
-//! on `owner` and `template` (its fast encoder), `decode` on `document`.
+//! on `owner`, `decode` on `document`.
 
-mod clock;
 mod decode;
 mod document;
 mod error;
@@ -16,10 +15,11 @@ mod fields;
 mod owner;
 mod read;
 mod seconds;
-mod template;
 mod token;
 
-pub(crate) use clock::{millis, now, to_micros};
+#[cfg(test)]
+mod fixtures;
+
 pub use decode::decode_record;
 pub use document::FORMAT_VERSION;
 pub(crate) use document::{LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, peek};

@@ -7,11 +7,12 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::clock::{millis, now};
 use super::error::DecodeError;
 use super::fields::{Evicted, HeartbeatSource, Release};
 use super::seconds;
 use super::token::new_token;
+use crate::clock::{millis, now};
+use crate::tick::Claim;
 use crate::{rfc3339, sys};
 
 /// Who holds, or last held, a lock.
@@ -194,5 +195,21 @@ impl fmt::Display for OwnerRecord {
             humantime::format_duration(held),
             rfc3339::display(self.acquired_at)
         )
+    }
+}
+
+// Here rather than beside the claim: a claim names its claimant by what its
+// record says, and the record, which carries claims, is the one that knows
+// both.
+impl Claim {
+    /// `owner`'s claim on `tick`, made at `now`.
+    pub fn by(owner: &OwnerRecord, tick: SystemTime, now: SystemTime) -> Claim {
+        Claim {
+            tick,
+            host: owner.hostname.to_string(),
+            pid: owner.pid,
+            token: owner.token.to_string(),
+            claimed_at: now,
+        }
     }
 }

@@ -306,11 +306,11 @@ proptest! {
         prop_assert_eq!(LockDocument::decode(&buf), Ok(doc));
     }
 
-    /// The encoder that copies the rendered identity in writes exactly what
-    /// serde writes for the whole document: for a fresh identity, and for
-    /// one that it rendered before (the same owner, another run).
+    /// The encoder writes exactly what serde writes for the whole document,
+    /// padding aside: for a fresh identity, and for one that it wrote before
+    /// (the same owner, another run).
     #[test]
-    fn the_template_encoder_writes_what_serde_writes(
+    fn the_encoder_writes_what_serde_writes(
         owner in arb_record(),
         released in any::<bool>(),
         last_success in proptest::option::of(arb_time()),

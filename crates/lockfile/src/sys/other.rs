@@ -41,11 +41,6 @@ pub(super) fn noatime_flag() -> i32 {
     0
 }
 
-/// No wipe-on-fork page here: the identity cache compares PIDs instead.
-pub(super) fn fork_witness() -> Option<&'static std::sync::atomic::AtomicU32> {
-    None
-}
-
 pub(crate) fn identity_of(fd: impl AsFd) -> io::Result<super::Identity> {
     Ok(identity(rustix::fs::fstat(fd)?))
 }

@@ -1,4 +1,5 @@
-//! The times a record keeps.
+//! The times a record keeps: milliseconds for promises, microseconds for
+//! instants, so that a record read back equals the one written.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -339,8 +339,26 @@ fn the_url_comes_from_the_environment_and_the_schema_can_be_named() {
         ddl.contains("CREATE TABLE IF NOT EXISTS jobs.leases"),
         "{ddl}"
     );
+    // No GRANT without a role named, only how to print them.
+    assert!(!ddl.contains("\nGRANT"), "{ddl}");
     assert!(
-        ddl.contains("GRANT USAGE ON SEQUENCE jobs.fencing_tokens"),
+        ddl.contains("lockfile postgres schema --postgres-schema jobs --role ROLE"),
+        "{ddl}"
+    );
+    let schema = lockfile()
+        .args([
+            "postgres",
+            "schema",
+            "--postgres-schema",
+            "jobs",
+            "--role",
+            "app",
+        ])
+        .bounded_output();
+    assert_eq!(code(&schema), 0);
+    let ddl = String::from_utf8_lossy(&schema.stdout);
+    assert!(
+        ddl.contains("GRANT USAGE ON SEQUENCE jobs.fencing_tokens TO app;"),
         "{ddl}"
     );
 }
@@ -389,6 +407,59 @@ fn a_role_or_schema_that_would_need_quoting_is_refused_and_a_plain_role_gets_exa
             "{table}"
         );
     }
+}
+
+/// `lockfile postgres schema | psql -v ON_ERROR_STOP=1`, as the owner of a
+/// fresh database on a server that has no role of ours: the script runs to
+/// its end (no GRANT to a role that does not exist), and the tables it made
+/// take a run, its history and a skip.
+#[test]
+fn the_schema_pipes_into_psql_as_the_databases_owner_with_no_other_role() {
+    let pg = Postgres::start();
+    pg.psql("CREATE ROLE owner_only LOGIN PASSWORD 'owner-pw'");
+    pg.psql("CREATE DATABASE fresh OWNER owner_only");
+    let url = format!("postgres://owner_only:owner-pw@127.0.0.1:{}/fresh", pg.port);
+    let schema = print_schema(&[]);
+    assert_eq!(code(&schema), 0, "{}", stderr(&schema));
+    let mut psql = Command::new(pg.psql_program())
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = psql.stdin.take().unwrap();
+        stdin.write_all(&schema.stdout).unwrap();
+    }
+    let applied = psql.wait_with_output().unwrap();
+    assert_eq!(
+        applied.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    assert!(
+        applied.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    let out = run(&url, &[], "piped", "echo ran");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    let (_holder, line) = start(&url, &[], "piped", "echo ready; sleep 30");
+    assert_eq!(line, "ready");
+    let out = lockfile()
+        .args(["run", "-n", "--postgres", &url, "piped", "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let count = Command::new(pg.psql_program())
+        .args(["-X", "-q", "-At", "-d", &url, "-c"])
+        .arg("SELECT count(*) FROM lockfile.runs WHERE name = 'piped'")
+        .bounded_output();
+    assert_eq!(String::from_utf8_lossy(&count.stdout).trim(), "1");
 }
 
 #[test]

@@ -513,18 +513,23 @@ impl EngineArgs {
 /// `lockfile postgres`: the PostgreSQL engine's schema.
 #[derive(Debug, Subcommand)]
 pub(crate) enum PostgresCommand {
-    /// Print the DDL that `init` applies (tables, sequence), and the grants
-    /// a role needs to run jobs, for a DBA to review or apply by hand.
+    /// Print the DDL that `init` applies (tables, sequence), and with
+    /// `--role` the grants a role needs to run jobs, for a DBA to review or
+    /// apply by hand: `lockfile postgres schema | psql -v ON_ERROR_STOP=1`
+    /// as the database's owner.
     Schema {
         /// The schema that holds the tables.
         #[arg(long, value_name = "NAME", default_value = "lockfile")]
         postgres_schema: String,
 
-        /// The role to grant in the printed GRANT statements: lowercase
-        /// ASCII letters, digits and `_`, not a reserved key word (a name
-        /// that would need quoting is refused, exit 64).
-        #[arg(long, value_name = "ROLE", default_value = "lockfile_app")]
-        role: String,
+        /// Also print the GRANT statements that give ROLE what it needs to
+        /// run jobs (and nothing more); ROLE must exist when they are
+        /// applied. Without it, no GRANT is printed, only a comment saying
+        /// how to get them. Lowercase ASCII letters, digits and `_`, not a
+        /// reserved key word (a name that would need quoting is refused,
+        /// exit 64).
+        #[arg(long, value_name = "ROLE")]
+        role: Option<String>,
     },
     /// Create the schema, its sequence and its tables if missing
     /// (idempotent, safe from several hosts at once). Needs a role that may

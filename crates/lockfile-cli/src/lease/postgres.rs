@@ -16,15 +16,31 @@ pub(crate) fn postgres(command: PostgresCommand) -> i32 {
                 // Both are pasted into the printed SQL: refuse what would
                 // need quoting rather than print SQL that grants to
                 // another role or runs what the name smuggles in.
-                if let Err(e) =
-                    schema::check_schema(&postgres_schema).and_then(|()| schema::check_role(&role))
+                if let Err(e) = schema::check_schema(&postgres_schema)
+                    .and_then(|()| role.as_deref().map_or(Ok(()), schema::check_role))
                 {
                     errln!("lockfile: {e}");
                     return exit::USAGE;
                 }
                 outln!("{}", schema::ddl(&postgres_schema, None));
-                outln!("-- What a role needs to run jobs (and nothing more):");
-                outln!("{}", schema::grants(&postgres_schema, &role));
+                // A GRANT to a role that does not exist stops the script
+                // (`psql -v ON_ERROR_STOP=1`): grants only to a role named.
+                match role {
+                    Some(role) => {
+                        outln!("-- What a role needs to run jobs (and nothing more):");
+                        outln!("{}", schema::grants(&postgres_schema, &role));
+                    }
+                    None => {
+                        let named = if postgres_schema == schema::DEFAULT_SCHEMA {
+                            String::new()
+                        } else {
+                            format!(" --postgres-schema {postgres_schema}")
+                        };
+                        outln!(
+                            "-- The grants a role needs to run jobs: lockfile postgres schema{named} --role ROLE"
+                        );
+                    }
+                }
                 exit::OK
             }
             PostgresCommand::Init {

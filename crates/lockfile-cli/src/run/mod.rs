@@ -74,7 +74,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     };
 
     // Acquire, and claim the tick.
-    let mut hold = match hold::acquire(&args, &job, claim, &mut monitor, name) {
+    let acquired = if args.engine.chosen() {
+        hold::lease::acquire(&args, &job, claim, &mut monitor)
+    } else {
+        hold::file::acquire(&args, &job, claim, &mut monitor, name)
+    };
+    let mut hold = match acquired {
         Ok(hold) => hold,
         Err(code) => return code,
     };

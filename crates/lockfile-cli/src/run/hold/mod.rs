@@ -1,7 +1,7 @@
 //! What a run holds while COMMAND runs: a lock file ([`file`]) or a lease
 //! of any engine ([`lease`]). The run pipeline (`run::run`) drives a hold
 //! through [`Hold`] alone, and never knows which one it drives; a new kind of
-//! hold (a set of slots) is a file here and an arm in [`acquire`].
+//! hold (a set of slots) is a file here and an arm in `run::run`.
 
 pub(crate) mod file;
 pub(crate) mod lease;
@@ -11,10 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::OwnerRecord;
 use lockfile::history::RunEnd;
-use lockfile::tick::{Claim, TickClaim};
+use lockfile::tick::Claim;
 
-use crate::cli::RunArgs;
-use crate::monitor::Monitor;
 use crate::run::signals::BlockedSignals;
 use crate::run::supervise::{Child, StopSequence, Wake};
 
@@ -88,21 +86,3 @@ pub(crate) enum Released {
 /// Why no hold was taken: the run's exit status, the reason said already
 /// (a skip line, an error).
 pub(crate) type NotHeld = i32;
-
-/// Takes the hold `args` ask for: the lease of the engine chosen, or the
-/// lock file, with the tick's `claim`. On a conflict or a refused tick, says
-/// so through `monitor` (a skip); `name` starts the lines (`flock` in the
-/// flock(1) personality).
-pub(crate) fn acquire(
-    args: &RunArgs,
-    job: &str,
-    claim: Option<TickClaim>,
-    monitor: &mut Monitor,
-    name: &str,
-) -> Result<Box<dyn Hold>, NotHeld> {
-    if args.engine.chosen() {
-        lease::acquire(args, job, claim, monitor)
-    } else {
-        file::acquire(args, job, claim, monitor, name)
-    }
-}

@@ -513,8 +513,8 @@ impl EngineArgs {
 /// `lockfile postgres`: the PostgreSQL engine's schema.
 #[derive(Debug, Subcommand)]
 pub(crate) enum PostgresCommand {
-    /// Print the DDL that `init` applies (tables, sequence), and with
-    /// `--role` the grants a role needs to run jobs, for a DBA to review or
+    /// Print the DDL that `init` applies (tables, sequence), and when a role
+    /// is named the grants it needs to run jobs, for a DBA to review or
     /// apply by hand: `lockfile postgres schema | psql -v ON_ERROR_STOP=1`
     /// as the database's owner.
     Schema {

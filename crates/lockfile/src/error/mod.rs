@@ -1,10 +1,10 @@
 //! The crate's one error type. Every message names the operation and the path.
-//!
-//! Its parts, each in a file of its own: the [`Error`] variants together
-//! with [`EvictionRefused`], which a contention error carries and which
-//! carries an error in turn (one type, in two enums); the [`Operation`] a
-//! message names; what a caller asks of an error; and the way between
-//! [`std::io::Error`] and this one.
+
+// Its parts, each in a file of its own: the variants of `Error` together
+// with `EvictionRefused`, which a contention error carries and which carries
+// an error in turn (one type, in two enums); the `Operation` a message
+// names; what a caller asks of an error; and the way between `io::Error`
+// and this one.
 
 mod io;
 mod operation;

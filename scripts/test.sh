@@ -102,6 +102,9 @@ if missing_tool pg_ctlcluster >/dev/null || missing_tool pgbouncer >/dev/null ||
     echo "test.sh: skipping the PostgreSQL tests: no PostgreSQL, PgBouncer or openssl (Debian: postgresql, pgbouncer, openssl); these tests run real servers, some with a test CA" >&2
 fi
 cargo fmt --all -- --check
+# No two files or modules of a crate need one another (the design rule of
+# docs/architecture.md): the import graph of every crate, from its source.
+python3 scripts/import-cycles.py
 if [ "$etcd" != none ]; then
     cargo clippy --workspace --all-targets --all-features -- -D warnings
 fi

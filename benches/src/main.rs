@@ -7,6 +7,7 @@
 //! after one warm-up round that is thrown away. See BENCHMARKS.md.
 
 mod alloc;
+mod args;
 mod cycle;
 mod handoff;
 mod planted;
@@ -17,130 +18,19 @@ mod sys;
 mod table;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, ValueEnum};
+use clap::Parser as _;
 
+use crate::args::{Args, Section, Size};
 use crate::handoff::{Handoff, Placement, Variant};
+use crate::planted::{ONE_PROCESS_DESCRIPTORS, PLANTED_FILES};
+use crate::table::CycleExtras;
 use lockfile_bench::stats::{Results, Rng};
 
 #[global_allocator]
 static ALLOC: alloc::Counting = alloc::Counting;
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "compare",
-    about = "Measure lockfile against raw syscalls and its peers, in one run, as ratios to floors measured in the same rounds."
-)]
-struct Args {
-    /// The short run CI uses to keep this program from rotting (well under
-    /// a minute); figures are rougher.
-    #[arg(long)]
-    quick: bool,
-
-    /// Measured rounds, after one warm-up round (default: 3 quick, 10 full).
-    #[arg(long)]
-    rounds: Option<usize>,
-
-    /// The `lockfile` binary for the whole-process rows (default: next to
-    /// this program, i.e. target/release/lockfile for a release build). They
-    /// run a copy of it, as an install writes one, and the file itself.
-    #[arg(long, value_name = "PATH")]
-    lockfile_bin: Option<PathBuf>,
-
-    /// Lock files in the scanned directory.
-    #[arg(long, default_value_t = 10_000)]
-    files: usize,
-
-    /// How many of them a child process holds.
-    #[arg(long, default_value_t = 100)]
-    held: usize,
-
-    /// Unrelated locks that a child holds elsewhere on the host while
-    /// `inspect` of one file is timed again, since it reads the kernel's
-    /// whole lock table (default: 10000, 1000 with --quick).
-    #[arg(long)]
-    unrelated: Option<usize>,
-
-    /// Processes named by the records of the planted scan's many-processes
-    /// row (default: one per file, 1500; 100 with --quick).
-    #[arg(long)]
-    planters: Option<usize>,
-
-    /// Open descriptors of each of those processes (default: 1000; the one
-    /// process of the one-process row has 19000, or as many as the limit on
-    /// open files allows).
-    #[arg(long, default_value_t = 1_000)]
-    planter_descriptors: usize,
-
-    /// Seed for the shuffles (default: from the clock; printed).
-    #[arg(long)]
-    seed: Option<u64>,
-
-    /// Only these sections (default: all).
-    #[arg(long, value_enum, value_delimiter = ',')]
-    only: Vec<Section>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Section {
-    Cycle,
-    Handoff,
-    Scan,
-    Planted,
-    Process,
-}
-
-/// How much to measure.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Size {
-    pub(crate) rounds: usize,
-    /// Rounds of the lock-cycle section: short rounds, many of them, so
-    /// that each variant's batch runs close in time to its floor's.
-    pub(crate) cycle_rounds: usize,
-    /// Lock cycles (and single syscalls) per variant per round.
-    pub(crate) batch: usize,
-    /// Handoffs per (placement, variant) per round.
-    handoffs: usize,
-    /// The long wait over which the waiter's CPU use is measured.
-    cpu_wait: Duration,
-    /// Process runs per program per round.
-    processes: usize,
-    /// `inspect` calls on one file per round.
-    inspects: usize,
-}
-
-impl Size {
-    fn new(args: &Args) -> Size {
-        let mut size = if args.quick {
-            Size {
-                rounds: 3,
-                cycle_rounds: 9,
-                batch: 500,
-                handoffs: 15,
-                cpu_wait: Duration::from_millis(500),
-                processes: 10,
-                inspects: 100,
-            }
-        } else {
-            Size {
-                rounds: 10,
-                cycle_rounds: 30,
-                batch: 2_000,
-                handoffs: 60,
-                cpu_wait: Duration::from_secs(3),
-                processes: 40,
-                inspects: 500,
-            }
-        };
-        if let Some(rounds) = args.rounds {
-            size.rounds = rounds.max(1);
-            size.cycle_rounds = 3 * size.rounds;
-        }
-        size
-    }
-}
 
 fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args().collect();
@@ -234,14 +124,6 @@ fn child_main(args: &[String]) -> Result<()> {
         ),
         _ => bail!("unknown child role {args:?}"),
     }
-}
-
-/// Extra figures of the lock-cycle section that are not per-round timings.
-#[derive(Debug)]
-pub(crate) struct CycleExtras {
-    pub(crate) python: std::result::Result<String, String>,
-    pub(crate) allocs_per_heartbeat: f64,
-    pub(crate) allocs_per_cycle: f64,
 }
 
 fn measure_cycles(
@@ -396,12 +278,6 @@ fn measure_scans(
     }
     Ok(results)
 }
-
-/// The files of the planted scans: as many as the figure the project holds
-/// itself to names.
-pub(crate) const PLANTED_FILES: usize = 1_500;
-/// The descriptors of the one process all the records of a row name.
-pub(crate) const ONE_PROCESS_DESCRIPTORS: usize = 19_000;
 
 /// What others can make a scan cost (see `planted`): the three directories
 /// scanned in shuffled order every round, first with the kernel's lock

@@ -212,3 +212,9 @@ pub(crate) fn scan_seconds(planted: &PlantedDir) -> Result<(f64, usize)> {
     }
     Ok((seconds, undecided))
 }
+
+/// The files of the planted scans: as many as the figure the project holds
+/// itself to names.
+pub(crate) const PLANTED_FILES: usize = 1_500;
+/// The descriptors of the one process all the records of a row name.
+pub(crate) const ONE_PROCESS_DESCRIPTORS: usize = 19_000;

@@ -7,10 +7,19 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::args::{Args, Size};
 use crate::handoff::{self, Placement, Variant};
-use crate::{Args, CycleExtras, Size, cycle, planted, process, scan, sys};
+use crate::{cycle, planted, process, scan, sys};
 use lockfile_bench::format::{ratio, time, uname, verdict};
 use lockfile_bench::stats::Results;
+
+/// Extra figures of the lock-cycle section that are not per-round timings.
+#[derive(Debug)]
+pub(crate) struct CycleExtras {
+    pub(crate) python: std::result::Result<String, String>,
+    pub(crate) allocs_per_heartbeat: f64,
+    pub(crate) allocs_per_cycle: f64,
+}
 
 #[derive(Debug)]
 pub(crate) struct Report {
@@ -358,7 +367,7 @@ impl Report {
     }
 
     pub(crate) fn planted(&mut self, r: &Results) {
-        let files = crate::PLANTED_FILES;
+        let files = planted::PLANTED_FILES;
         self.line(&format!(
             "## What others can make a scan cost: {files} records naming live processes that do not hold the locks\n"
         ));

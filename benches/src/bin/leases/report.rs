@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use lockfile_bench::format::{ratio, time, uname, verdict};
 use lockfile_bench::stats::{Results, median, percentile};
 
-use crate::Size;
+use crate::args::Size;
 use crate::load::Load;
 use crate::roundtrips::{Path, etcd, pg};
 use crate::servers::{Servers, redact};

@@ -19,6 +19,7 @@ pub(crate) mod lock_metrics;
 pub(crate) mod metrics;
 #[cfg(feature = "ping")]
 pub(crate) mod ping;
+mod run_figures;
 
 use std::path::Path;
 use std::time::{Instant, SystemTime};

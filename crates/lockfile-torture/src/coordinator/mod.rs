@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::RunConfig;
+use crate::args::RunConfig;
 use crate::board::{Board, Layout, Rng};
 use crate::lease::Leases;
 use chaos::{Chaos, strike};

@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use lockfile_lease::Engine;
 
-use crate::EngineArgs;
+use crate::args::EngineArgs;
 
 /// The server a lease run tortures.
 #[derive(Debug, Clone)]

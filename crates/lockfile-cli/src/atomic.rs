@@ -25,7 +25,7 @@ use crate::files::{self, FileError};
 /// The failed step, naming both paths.
 pub(crate) fn write_atomically(path: &Path, tmp: &Path, contents: &[u8]) -> io::Result<()> {
     let named = |what: &str, e: io::Error| {
-        let (tmp, path) = (tmp.display(), path.display());
+        let (tmp, path) = (crate::term::path(tmp), crate::term::path(path));
         io::Error::new(
             e.kind(),
             format!("cannot {what} `{tmp}` to replace `{path}`: {e}"),

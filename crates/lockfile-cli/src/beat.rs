@@ -16,7 +16,10 @@ pub(crate) fn beat() -> i32 {
         return exit::USAGE;
     };
     let Some(token) = token.to_str().and_then(|t| t.parse::<uuid::Uuid>().ok()) else {
-        errln!("lockfile beat: LOCKFILE_TOKEN is not a run's token: {token:?}");
+        errln!(
+            "lockfile beat: LOCKFILE_TOKEN is not a run's token: {}",
+            lockfile::text::quoted_bytes(std::os::unix::ffi::OsStrExt::as_bytes(token.as_os_str()))
+        );
         return exit::USAGE;
     };
     if let Some(path) = std::env::var_os("LOCKFILE_PATH") {

@@ -116,8 +116,8 @@ impl Subject {
     /// How messages name it: `` `PATH` ``, or `` etcd lease `NAME` ``.
     fn what(&self, args: &CheckArgs) -> String {
         match self {
-            Subject::Lock(_) => format!("`{}`", args.lockfile.display()),
-            Subject::Lease(r) => format!("{} lease `{}`", r.engine, r.name),
+            Subject::Lock(_) => format!("`{}`", crate::term::path(&args.lockfile)),
+            Subject::Lease(r) => format!("{} lease `{}`", r.engine, crate::term::escape(&r.name)),
         }
     }
 

@@ -117,15 +117,15 @@ impl fmt::Display for FileError {
             FileError::NotRegular { op, path, kind } => write!(
                 f,
                 "cannot {op} `{}`: it is {kind}, not a regular file",
-                path.display()
+                crate::term::path(path)
             ),
             FileError::TooLarge { path, limit } => write!(
                 f,
                 "cannot read `{}`: it is larger than {limit} bytes, more than we ever write",
-                path.display()
+                crate::term::path(path)
             ),
             FileError::Io { op, path, source } => {
-                write!(f, "cannot {op} `{}`: {source}", path.display())
+                write!(f, "cannot {op} `{}`: {source}", crate::term::path(path))
             }
         }
     }

@@ -4,16 +4,24 @@
 //! holder's hostname read from a record or a lease server. So, as for every
 //! line we print for a person (see `term`):
 //!
-//! - `text`: every field value goes through [`term::escape`], the same
-//!   escaping as the human lines (every control character, `\r` and `\n`
-//!   included, so that no value can forge a line or move the cursor);
+//! - `text`: a field value is escaped once, the same way as the human
+//!   lines: a string (a job, a hostname) in quotes as the library's messages
+//!   quote one (`lockfile::text::quoted`), anything else (a message, a path
+//!   the library escaped from its bytes, a number) as [`term::line`], every
+//!   control character that is still in it escaped, `\r` and `\n` included,
+//!   so that no value can forge a line or move the cursor, and nothing
+//!   escaped twice;
 //! - `json`: JSON already escapes C0 controls; the writer also writes DEL and
 //!   the C1 controls, which JSON lets through raw, as `\u00XX` (the same
 //!   string to every JSON reader, and inert on a terminal);
 //! - colours only when stderr is a terminal, and never when `NO_COLOR` is
 //!   set to anything (<https://no-color.org>): cron mails a job's stderr.
 
+use std::fmt;
 use std::io::{self, IsTerminal as _, Write};
+
+use tracing::field::{Field, Visit};
+use tracing_subscriber::fmt::format::Writer;
 
 use crate::cli::LogFormat;
 use crate::term;
@@ -46,15 +54,7 @@ pub(crate) fn init(format: LogFormat) {
             )
             .init(),
         LogFormat::Text => {
-            let fields = tracing_subscriber::fmt::format::debug_fn(|out, field, value| {
-                let value = format!("{value:?}");
-                if field.name() == "message" {
-                    write!(out, "{}", term::escape(&value))
-                } else {
-                    write!(out, "{field}={}", term::escape(&value))
-                }
-            })
-            .delimited(" ");
+            let fields = TextFields.delimited(" ");
             registry
                 .with(
                     tracing_subscriber::fmt::layer()
@@ -67,6 +67,67 @@ pub(crate) fn init(format: LogFormat) {
                 )
                 .init()
         }
+    }
+}
+
+/// The fields of a text event, each escaped once (see the module).
+struct TextFields;
+
+impl<'w> tracing_subscriber::field::MakeVisitor<Writer<'w>> for TextFields {
+    type Visitor = TextVisitor<'w>;
+
+    fn make_visitor(&self, writer: Writer<'w>) -> TextVisitor<'w> {
+        TextVisitor {
+            writer,
+            result: Ok(()),
+        }
+    }
+}
+
+/// Writes one event's fields as [`TextFields`] says.
+struct TextVisitor<'w> {
+    writer: Writer<'w>,
+    result: fmt::Result,
+}
+
+impl TextVisitor<'_> {
+    fn write(&mut self, field: &Field, value: fmt::Arguments<'_>) {
+        if self.result.is_err() {
+            return;
+        }
+        self.result = match field.name() {
+            "message" => self.writer.write_fmt(value),
+            name => write!(self.writer, "{name}={value}"),
+        };
+    }
+}
+
+impl Visit for TextVisitor<'_> {
+    /// A string as it is (no Rust `Debug` quoting, which a second escape
+    /// would escape again): quoted and escaped, or a message escaped.
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.write(field, format_args!("{}", term::line(value)));
+        } else {
+            self.write(field, format_args!("{}", lockfile::text::quoted(value)));
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let value = format!("{value:?}");
+        self.write(field, format_args!("{}", term::line(&value)));
+    }
+}
+
+impl tracing_subscriber::field::VisitOutput<fmt::Result> for TextVisitor<'_> {
+    fn finish(self) -> fmt::Result {
+        self.result
+    }
+}
+
+impl tracing_subscriber::field::VisitFmt for TextVisitor<'_> {
+    fn writer(&mut self) -> &mut dyn fmt::Write {
+        &mut self.writer
     }
 }
 

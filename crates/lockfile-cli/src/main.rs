@@ -20,23 +20,23 @@
 //!   replaced so that nothing planted in a shared directory can hang or
 //!   fool the command.
 
-/// `eprintln!` of one line for a person, escaped for the terminal (see
-/// `term`); a closed stderr is no reason to panic: a panic would unwind
-/// through a held lock's guard.
+/// `eprintln!` of one line for a person, its control characters escaped
+/// (`term::line`; a string from others goes in escaped already, a path as
+/// `term::path`); a closed stderr is no reason to panic: a panic would
+/// unwind through a held lock's guard.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let line = format!($($arg)*);
-        let _ = writeln!(std::io::stderr(), "{}", crate::term::escape(&line));
+        let _ = writeln!(std::io::stderr(), "{}", crate::term::line(&line));
     }};
 }
 
-/// [`outln!`] of one line for a person, escaped for the terminal (see
-/// `term`).
+/// [`outln!`] of one line for a person, escaped as [`errln!`] says.
 macro_rules! textln {
     ($($arg:tt)*) => {{
         let line = format!($($arg)*);
-        outln!("{}", crate::term::escape(&line));
+        outln!("{}", crate::term::line(&line));
     }};
 }
 

@@ -31,12 +31,13 @@ pub(crate) fn reap(args: ReapArgs) -> i32 {
     } else {
         for e in &entries {
             // The path's bytes as they are, escaped: a name can hold
-            // anything but `/` and NUL.
-            outln!(
+            // anything but `/` and NUL. The reason is the library's message,
+            // which quotes others' words escaped already.
+            textln!(
                 "{:<12}  {}  {}",
                 e.action.to_string(),
                 crate::term::path(&e.path),
-                crate::term::escape(&e.reason.to_string())
+                e.reason
             );
         }
         if !args.fix

@@ -1,65 +1,51 @@
 //! Text for a person's terminal. What we print comes partly from others: a
 //! record's hostname and job, a path, a process's name (which any process
-//! sets for itself with `prctl(PR_SET_NAME)`). Printed raw, an escape
-//! sequence in any of them rewrites the terminal of the admin who reads it
-//! (its title, its screen, what a later paste runs). So every human-readable
-//! line is escaped on its way out: a backslash becomes `\\`; ESC, BEL,
-//! newline and tab become `\e`, `\a`, `\n` and `\t`; every other C0 byte,
-//! DEL and every byte of a C1 code point becomes `\xHH`. Machine output
-//! (JSON, the exposition format) has escaping rules of its own and is left
-//! alone.
+//! sets for itself with `prctl(PR_SET_NAME)`), a server's message. Printed
+//! raw, an escape sequence in any of them rewrites the terminal of the admin
+//! who reads it (its title, its screen, what a later paste runs); a path
+//! converted lossily names no file. So each such string is escaped once,
+//! where it is put into a line, the way the library's messages do
+//! (`lockfile::text`): a backslash becomes `\\`; ESC, BEL, newline and tab
+//! become `\e`, `\a`, `\n` and `\t`; every other C0 byte, DEL, every byte
+//! of a C1 code point and every byte of a path that is not UTF-8 becomes
+//! `\xHH`. Then every whole line goes through [`line`], which escapes the
+//! control characters that are still in it (a message whose parts nobody
+//! escaped, an OS's or a server's) and nothing else, so that what was
+//! escaped is never escaped twice. Machine output (JSON, the exposition
+//! format) has escaping rules of its own and is left alone.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
-/// `text`, escaped as the module says.
+/// A string from others (a job name, a host, a lease name), escaped for a
+/// line: `lockfile::text::escape`.
 pub(crate) fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(needs_escape) {
+    lockfile::text::escape(text)
+}
+
+/// A path for a person: its bytes escaped, `lockfile::text::path`.
+pub(crate) fn path(path: &std::path::Path) -> String {
+    lockfile::text::path(path).to_string()
+}
+
+/// A whole line, its parts already escaped where they were put in: the
+/// control characters left in it are escaped as [`escape`] escapes them,
+/// and nothing else is touched (not a backslash, which is either an escape
+/// already made or harmless), so no raw control reaches the terminal and
+/// nothing is escaped twice.
+pub(crate) fn line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
+    let mut bytes = [0; 4];
     for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\x1b' => out.push_str("\\e"),
-            '\x07' => out.push_str("\\a"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if needs_escape(c) => {
-                let mut bytes = [0; 4];
-                for b in c.encode_utf8(&mut bytes).bytes() {
-                    let _ = write!(out, "\\x{b:02x}");
-                }
-            }
-            c => out.push(c),
+        if c.is_control() {
+            out.push_str(&lockfile::text::escape(c.encode_utf8(&mut bytes)));
+        } else {
+            out.push(c);
         }
     }
     Cow::Owned(out)
-}
-
-/// Whether `c` is printed escaped: a backslash, a C0 control, DEL or a C1
-/// control.
-fn needs_escape(c: char) -> bool {
-    c == '\\' || c.is_control()
-}
-
-/// `bytes` (a path, as the kernel holds it), escaped: valid UTF-8 as
-/// [`escape`] says, and every byte of invalid UTF-8 as `\xHH`.
-pub(crate) fn escape_bytes(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        out.push_str(&escape(chunk.valid()));
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
-}
-
-/// A path for a person: [`escape_bytes`] of its bytes.
-pub(crate) fn path(path: &std::path::Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    escape_bytes(path.as_os_str().as_bytes())
 }
 
 #[cfg(test)]
@@ -67,14 +53,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn controls_are_escaped_and_the_rest_is_left_alone() {
-        assert!(matches!(escape("plain höst-1 ✓"), Cow::Borrowed(_)));
+    fn a_line_escapes_its_controls_and_leaves_what_was_escaped() {
+        assert!(matches!(line("plain höst-1 ✓ a\\b"), Cow::Borrowed(_)));
         assert_eq!(
-            escape("vm\x1b]0;PWNED\x07\x1b[2J"),
-            "vm\\e]0;PWNED\\a\\e[2J"
+            line("vm\x1b]0;PWNED\x07\x1b[2J\r\n"),
+            "vm\\e]0;PWNED\\a\\e[2J\\x0d\\n"
         );
-        assert_eq!(escape("a\\b\nc\td"), "a\\\\b\\nc\\td");
-        assert_eq!(escape("\x00\x7f\u{9b}"), "\\x00\\x7f\\xc2\\x9b");
-        assert_eq!(escape_bytes(b"/tmp/x\xff\x1b.lock"), "/tmp/x\\xff\\e.lock");
+        assert_eq!(line("\x00\x7f\u{9b}"), "\\x00\\x7f\\xc2\\x9b");
+        // Once escaped, a line is left as it is.
+        let once = escape("j\x1b[8m\\");
+        assert_eq!(once, "j\\e[8m\\\\");
+        assert_eq!(line(&once), once);
     }
 }

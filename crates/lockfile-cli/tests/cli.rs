@@ -790,6 +790,60 @@ fn escape_sequences_from_records_and_process_names_are_printed_escaped() {
     holder.reap();
 }
 
+/// A job name is escaped once, in the one way every line uses: in a
+/// conflict line it keeps its quotes, and ESC, a C0 control, DEL and a
+/// backslash inside them read `\e`, `\xHH` and `\\` (never Rust's
+/// `\u{1b}`, nor an escape escaped again); the table shows the same bytes
+/// the same way, without the quotes.
+#[test]
+fn a_job_name_with_control_bytes_is_escaped_exactly_once_in_a_conflict_line() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let job = "j\x1b[8m\x01\x7f\\n";
+    let shown = "j\\e[8m\\x01\\x7f\\\\n";
+    let mut holder = common::start(&["--job", job], &lock, &format!("echo ready; {LOOP}"));
+
+    let out = run_output(&["run", "-n", s(&lock), "true"]);
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("job \"{shown}\"")), "{err}");
+    assert!(!err.contains("u{1b}"), "{err}");
+    assert!(!err.contains("\\\\e"), "{err}");
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+
+    let out = run_output(&["inspect", s(&lock)]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(table.contains(&format!(" {shown} ")), "{table}");
+
+    holder.signal("TERM");
+    holder.reap();
+}
+
+/// The text events quote a string field as the lines do, escaped once: a
+/// job name with ESC reads `job="j\e[8m"`, not Rust's `\u{1b}` escaped
+/// again; a message is escaped once too.
+#[test]
+fn a_job_name_is_escaped_exactly_once_in_a_text_event() {
+    let dir = Dir::new();
+    let lock = dir.path("job.lock");
+    let out = run_output(&[
+        "--log-format",
+        "text",
+        "run",
+        "--job",
+        "j\x1b[8m\\",
+        s(&lock),
+        "true",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("lock_acquired"), "{err}");
+    assert!(err.contains("job=\"j\\e[8m\\\\\""), "{err}");
+    assert!(!err.contains("u{1b}"), "{err}");
+    assert!(!err.contains("\\\\e"), "{err}");
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+}
+
 /// The structured events carry others' strings too: a holder's hostname
 /// from a record that anyone who can write the file planted. Text events
 /// escape it as the human lines do (no raw ESC, BEL, CR or newline, no

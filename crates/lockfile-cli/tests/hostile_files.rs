@@ -11,7 +11,9 @@ mod common;
 use std::os::unix::fs::{MetadataExt as _, symlink};
 use std::path::{Path, PathBuf};
 
-use common::{BoundedOutput as _, Dir, code, lockfile, require_root, run_output, s, stderr};
+use common::{
+    Background, BoundedOutput as _, Dir, LOOP, code, lockfile, require_root, run_output, s, stderr,
+};
 
 /// Something an attacker leaves at a name.
 #[derive(Clone, Copy, Debug)]
@@ -327,4 +329,89 @@ fn a_file_name_that_is_not_utf8_never_breaks_a_json_report() {
             .unwrap();
         assert_eq!(ok["path"], s(&dir.path("ok.lock")), "{args:?}");
     }
+}
+
+/// The same name, in the text for a person: every line that names the file
+/// gives its bytes as they are, an invalid one as `\xff` (never U+FFFD, which
+/// names no file), so that it can be typed back: the inspect table, check,
+/// reap, the conflict line of a run, a text event, and an error naming a
+/// directory.
+#[test]
+fn a_file_name_that_is_not_utf8_is_shown_with_its_bytes_in_every_line() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = Dir::new();
+    let bad = dir
+        .tmp
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"bad\xffname.lock"));
+    let escaped = format!("{}/bad\\xffname.lock", s(dir.tmp.path()));
+    let lossy = |text: &str| text.contains('\u{fffd}');
+    let mut holder = lockfile();
+    holder
+        .arg("run")
+        .arg(&bad)
+        .args(["sh", "-c", &format!("echo ready; {LOOP}")]);
+    let (mut holder, line) = Background::start(holder);
+    assert_eq!(line, "ready", "{}", holder.stderr_so_far());
+
+    let out = lockfile()
+        .arg("inspect")
+        .arg(dir.tmp.path())
+        .bounded_output();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains(&format!("{escaped}  held")), "{table}");
+    assert!(!lossy(&table), "{table}");
+
+    let out = lockfile()
+        .args(["check", "--expect-every", "1h"])
+        .arg(&bad)
+        .bounded_output();
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.contains(&format!("`{escaped}`")), "{line}");
+    assert!(!lossy(&line), "{line}");
+
+    let out = lockfile().arg("reap").arg(dir.tmp.path()).bounded_output();
+    let lines = String::from_utf8(out.stdout).unwrap();
+    assert!(lines.contains(&format!("  {escaped}  ")), "{lines}");
+    assert!(!lossy(&lines), "{lines}");
+
+    let out = lockfile()
+        .args(["run", "-n"])
+        .arg(&bad)
+        .arg("true")
+        .bounded_output();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("`{escaped}` is held by")), "{err}");
+    assert!(!lossy(&err), "{err}");
+
+    let out = lockfile()
+        .args(["--log-format", "text", "run", "-n"])
+        .arg(&bad)
+        .arg("true")
+        .bounded_output();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("path={escaped} ")), "{err}");
+    assert!(!lossy(&err), "{err}");
+
+    let missing = dir
+        .tmp
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"no\xffdir/x.lock"));
+    let out = lockfile()
+        .arg("run")
+        .arg(&missing)
+        .arg("true")
+        .bounded_output();
+    let err = stderr(&out);
+    let dir_escaped = format!("{}/no\\xffdir", s(dir.tmp.path()));
+    assert!(
+        err.contains(&format!("the directory `{dir_escaped}` does not exist")),
+        "{err}"
+    );
+    assert!(!lossy(&err), "{err}");
+
+    holder.signal("TERM");
+    holder.reap();
 }

@@ -69,6 +69,43 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// A lease's holder is named as a lock file's is: its job name escaped
+/// once, in quotes, ESC as `\e`, a C0 control and DEL as `\xHH`, a
+/// backslash as `\\` (never Rust's `\u{1b}`, nor an escape escaped again),
+/// in the conflict line; the table shows the same bytes the same way.
+#[test]
+fn a_job_name_with_control_bytes_is_escaped_exactly_once_in_a_lease_conflict_line() {
+    let pg = server();
+    let url = pg.url();
+    let job = "j\x1b[8m\x01\x7f\\n";
+    let shown = "j\\e[8m\\x01\\x7f\\\\n";
+    let (mut holder, line) = start(&url, &["--job", job], "held", "echo ready; sleep 30");
+    assert_eq!(line, "ready", "{}", holder.stderr_so_far());
+
+    let out = lockfile()
+        .args(["run", "-n", "--postgres", &url, "held", "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 75, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("job \"{shown}\"")), "{err}");
+    assert!(!err.contains("u{1b}"), "{err}");
+    assert!(!err.contains("\\\\e"), "{err}");
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+
+    let out = lockfile()
+        .args(["inspect", "--postgres", &url, "held"])
+        .bounded_output();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(table.contains(&format!(" {shown} ")), "{table}");
+    assert!(
+        !table.chars().any(|c| c.is_control() && c != '\n'),
+        "{table:?}"
+    );
+
+    holder.signal("TERM");
+    holder.reap();
+}
+
 #[test]
 fn runs_skips_tokens_history_and_the_json_shape_as_under_etcd() {
     let mut pg = server();

@@ -133,7 +133,7 @@ impl Acquiring {
                         event = "lock_contended",
                         key = %self.key,
                         holder_pid = o.pid,
-                        holder_host = %o.hostname,
+                        holder_host = &*o.hostname,
                         fencing_token,
                     );
                 }

@@ -115,7 +115,10 @@ pub enum Error {
         reason: LostReason,
     },
     /// The lock name cannot be used as a key.
-    #[error("cannot use {name:?} as a lease name: {reason}")]
+    #[error(
+        "cannot use {} as a lease name: {reason}",
+        lockfile::text::quoted(name)
+    )]
     InvalidName {
         /// The name as given.
         name: String,
@@ -180,7 +183,7 @@ pub enum Error {
     #[error(
         "tick {} of `{key}` already ran{} ({})",
         humantime::format_rfc3339_seconds(*tick),
-        claim.as_ref().map(|c| format!(" on host {:?}", c.host)).unwrap_or_default(),
+        claim.as_ref().map(|c| format!(" on host {}", lockfile::text::quoted(&c.host))).unwrap_or_default(),
         run.outcome
     )]
     TickUsed {

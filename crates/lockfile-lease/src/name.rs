@@ -47,9 +47,13 @@ pub fn check_name(name: &str) -> Result<()> {
     if let Some(c) = name.chars().find(|&c| !allowed(c)) {
         let what = match c {
             '/' => "it contains `/`, which would nest the name under another".to_owned(),
-            c if c.is_control() || c.is_whitespace() => {
-                format!("it contains the character {c:?}")
-            }
+            // Shown as every message shows others' text (`\n`, `\e`,
+            // `\x00`), with its code point for a space that looks like none.
+            c if c.is_control() || c.is_whitespace() => format!(
+                "it contains the character '{}' (U+{:04X})",
+                lockfile::text::escape(c.encode_utf8(&mut [0; 4])),
+                u32::from(c)
+            ),
             c => format!("it contains `{c}`"),
         };
         return Err(invalid(format!(
@@ -92,7 +96,9 @@ mod tests {
             ("/", "nest"),
             ("a b", "' '"),
             ("a\nb", "'\\n'"),
-            ("a\0", "'\\0'"),
+            ("a\0", "'\\x00' (U+0000)"),
+            ("a\x1b[2J", "'\\e' (U+001B)"),
+            ("a\u{a0}b", "(U+00A0)"),
             ("café", "`é`"),
             ("a*", "`*`"),
         ] {

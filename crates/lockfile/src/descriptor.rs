@@ -215,7 +215,7 @@ pub fn unlock_descriptor(fd: BorrowedFd<'_>) -> Result<Option<OwnerRecord>> {
         tracing::info!(
             name: "lock_released",
             event = "lock_released",
-            path = %path.display(),
+            path = %crate::text::path(&path),
             token = %owner.token,
             held_ms = owner.age(std::time::SystemTime::now()).as_millis() as u64,
         );

@@ -65,7 +65,7 @@ pub fn default_lock_dir() -> Result<PathBuf> {
             op: Operation::CreateDir,
             hint: format!(
                 "`{}` exists but is not a private directory of uid {euid} (owner uid {}, mode {:o}); set LOCKFILE_DIR",
-                dir.display(),
+                crate::text::path(&dir),
                 meta.uid(),
                 meta.mode() & 0o7777
             ),

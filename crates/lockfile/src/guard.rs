@@ -138,7 +138,7 @@ impl LockGuard {
         }
         sys::touch(&self.file, SystemTime::now())
             .map_err(|e| Error::from_io(Operation::Heartbeat, &self.path, e))?;
-        tracing::trace!(name: "heartbeat", event = "heartbeat", path = %self.path.display());
+        tracing::trace!(name: "heartbeat", event = "heartbeat", path = %crate::text::path(&self.path));
         Ok(())
     }
 
@@ -331,7 +331,7 @@ impl LockGuard {
         tracing::info!(
             name: "lock_released",
             event = "lock_released",
-            path = %self.path.display(),
+            path = %crate::text::path(&self.path),
             token = %self.doc.owner.token,
             held_ms = self.doc.owner.age(SystemTime::now()).as_millis() as u64,
         );

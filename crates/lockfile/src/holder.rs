@@ -30,7 +30,7 @@ impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "pid {}", self.pid)?;
         if let Some(c) = &self.command {
-            write!(f, " ({c})")?;
+            write!(f, " ({})", crate::text::escape(c))?;
         }
         Ok(())
     }

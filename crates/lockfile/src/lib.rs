@@ -368,6 +368,7 @@ pub mod reap;
 pub mod record;
 mod record_file;
 mod rfc3339;
+pub mod text;
 pub mod tick;
 mod trust;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.

@@ -172,10 +172,10 @@ impl fmt::Display for Claim {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "tick {} claimed by pid {} on host {:?}",
+            "tick {} claimed by pid {} on host {}",
             rfc3339::display(self.tick),
             self.pid,
-            self.host
+            crate::text::quoted(&self.host)
         )
     }
 }

@@ -158,14 +158,16 @@ fn table(outcomes: &[Outcome]) -> String {
                     .or(owner.map(|o| o.pid))
                     .map_or("-".to_owned(), |p| p.to_string());
                 rows.push([
-                    path.display().to_string(),
+                    crate::term::path(path),
                     r.state.to_string(),
                     pid,
-                    owner.map_or("-".to_owned(), |o| o.hostname.to_string()),
+                    owner.map_or("-".to_owned(), |o| {
+                        crate::term::escape(&o.hostname).into_owned()
+                    }),
                     r.owner
                         .as_ref()
-                        .and_then(|o| o.job.clone())
-                        .unwrap_or_else(|| "-".to_owned()),
+                        .and_then(|o| o.job.as_deref())
+                        .map_or("-".to_owned(), |job| crate::term::escape(job).into_owned()),
                     short(r.age),
                     heartbeat_cell(r),
                     r.last_success.map_or("never".to_owned(), |t| {
@@ -195,7 +197,7 @@ fn table(outcomes: &[Outcome]) -> String {
             }
             Err(e) => {
                 rows.push([
-                    path.display().to_string(),
+                    crate::term::path(path),
                     "error".to_owned(),
                     "-".to_owned(),
                     "-".to_owned(),

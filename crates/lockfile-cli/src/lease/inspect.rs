@@ -121,11 +121,13 @@ fn table(outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {
             Ok(r) => {
                 let owner = r.owner.as_ref();
                 rows.push([
-                    name.clone(),
+                    crate::term::escape(name).into_owned(),
                     r.state.to_string(),
                     owner.map_or_else(dash, |o| o.pid.to_string()),
-                    owner.map_or_else(dash, |o| o.hostname.to_string()),
-                    owner.and_then(|o| o.job.clone()).unwrap_or_else(dash),
+                    owner.map_or_else(dash, |o| crate::term::escape(&o.hostname).into_owned()),
+                    owner
+                        .and_then(|o| o.job.as_deref())
+                        .map_or_else(dash, |job| crate::term::escape(job).into_owned()),
                     r.fencing_token.map_or_else(dash, |t| t.to_string()),
                     r.ttl_remaining
                         .map_or_else(dash, |t| format!("{}s", t.as_secs())),
@@ -151,7 +153,7 @@ fn table(outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {
             }
             Err(e) => {
                 let mut row: [String; 9] = std::array::from_fn(|_| dash());
-                row[0] = name.clone();
+                row[0] = crate::term::escape(name).into_owned();
                 row[1] = "error".to_owned();
                 rows.push(row);
                 notes.push(vec![format!("  error: {e}")]);

@@ -141,7 +141,7 @@ impl MetricsSink {
         {
             errln!(
                 "lockfile: cannot write the run's metrics to `{}`: {e}",
-                self.file.display()
+                crate::term::path(&self.file)
             );
         }
     }
@@ -154,7 +154,7 @@ impl MetricsSink {
                 if !std::mem::replace(&mut self.distrust_reported, true) {
                     errln!(
                         "lockfile: not carrying forward the metrics in `{}`: {why}; starting anew from zero",
-                        self.file.display()
+                        crate::term::path(&self.file)
                     );
                 }
                 Vec::new()
@@ -192,7 +192,10 @@ pub(crate) fn sanitise(job: &str) -> String {
 /// writer lock a side file that another user created.
 fn lock_side_file(path: &Path) -> io::Result<File> {
     let named = |what: &str, e: io::Error| {
-        io::Error::new(e.kind(), format!("cannot {what} `{}`: {e}", path.display()))
+        io::Error::new(
+            e.kind(),
+            format!("cannot {what} `{}`: {e}", crate::term::path(path)),
+        )
     };
     let file = files::open_regular(path, OpenOptions::new().read(true), "open").or_else(|e| {
         if !e.is_not_found() {
@@ -222,7 +225,7 @@ fn lock_side_file(path: &Path) -> io::Result<File> {
                     io::ErrorKind::WouldBlock,
                     format!(
                         "`{}` stayed locked by another writer for {}s",
-                        path.display(),
+                        crate::term::path(path),
                         SIDE_LOCK_PATIENCE.as_secs()
                     ),
                 ));

@@ -209,8 +209,10 @@ impl Pinger {
             .to_string_lossy()
             .into_owned();
         let ours = format!(
-            "lockfile: run {rid} started: host {host:?}, pid {}, job {job:?}\n",
-            std::process::id()
+            "lockfile: run {rid} started: host {}, pid {}, job {}\n",
+            lockfile::text::quoted(&host),
+            std::process::id(),
+            lockfile::text::quoted(job)
         );
         let done = self.send(
             "/start",

@@ -42,7 +42,7 @@ impl BeatFile {
                     e.kind(),
                     format!(
                         "cannot make the directory `{}` for the beat file: {e}",
-                        dir.display()
+                        crate::term::path(&dir)
                     ),
                 )
             })?;
@@ -56,7 +56,10 @@ impl BeatFile {
             .open(&path)
             .map_err(|e| {
                 let _ = std::fs::remove_dir(&dir);
-                io::Error::new(e.kind(), format!("cannot create `{}`: {e}", path.display()))
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot create `{}`: {e}", crate::term::path(&path)),
+                )
             })?;
         Ok(BeatFile { file, dir, path })
     }
@@ -66,7 +69,7 @@ impl BeatFile {
         writeln!(self.file, "{token}").map_err(|e| {
             io::Error::new(
                 e.kind(),
-                format!("cannot write `{}`: {e}", self.path.display()),
+                format!("cannot write `{}`: {e}", crate::term::path(&self.path)),
             )
         })
     }
@@ -103,17 +106,17 @@ impl std::fmt::Display for BeatError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BeatError::Io { path, source } => {
-                write!(f, "cannot beat on `{}`: {source}", path.display())
+                write!(f, "cannot beat on `{}`: {source}", crate::term::path(path))
             }
             BeatError::NotABeatFile { path } => write!(
                 f,
                 "`{}` is not a run's beat file (not a regular file holding a run's token): left as it is",
-                path.display()
+                crate::term::path(path)
             ),
             BeatError::NotOurRun { path, token } => write!(
                 f,
                 "`{}` is the beat file of another run, not of run {token}",
-                path.display()
+                crate::term::path(path)
             ),
         }
     }

@@ -66,7 +66,10 @@ pub(crate) fn spawn(
         };
         (
             code,
-            format!("cannot run `{}`: {e}", program.to_string_lossy()),
+            format!(
+                "cannot run `{}`: {e}",
+                crate::term::path(Path::new(program))
+            ),
         )
     })?;
     // std's Child is not waited on: `supervise` reaps it with waitpid.

@@ -397,7 +397,7 @@ fn stop_the_tree(signals: &BlockedSignals, program: &OsStr) -> i32 {
             announced = true;
             errln!(
                 "lockfile: the wrapper of `{}` died, and nobody renews its lease: sending SIGKILL to the command and everything it started ({} process(es))",
-                program.to_string_lossy(),
+                crate::term::path(std::path::Path::new(program)),
                 targets.len()
             );
         }
@@ -415,7 +415,7 @@ fn stop_the_tree(signals: &BlockedSignals, program: &OsStr) -> i32 {
             errln!(
                 "lockfile: {} process(es) of `{}` survived SIGKILL for {}s (uninterruptible sleep?), and the lease that covered them is not renewed: {}",
                 names.len(),
-                program.to_string_lossy(),
+                crate::term::path(std::path::Path::new(program)),
                 SURVIVOR_WAIT.as_secs(),
                 names.join(", ")
             );

@@ -103,8 +103,8 @@ impl Limits {
             let silent = now.duration_since(self.last_beat);
             if silent >= threshold {
                 errln!(
-                    "lockfile: job {:?} has not beaten for {} (watchdog {}): stopping it and everything it started",
-                    self.job,
+                    "lockfile: job {} has not beaten for {} (watchdog {}): stopping it and everything it started",
+                    lockfile::text::quoted(&self.job),
                     humantime::format_duration(Duration::from_millis(silent.as_millis() as u64)),
                     humantime::format_duration(threshold)
                 );
@@ -112,7 +112,7 @@ impl Limits {
                     name: "heartbeat_silent",
                     event = "heartbeat_silent",
                     lock = %hold.label(),
-                    job = %self.job,
+                    job = &*self.job,
                     silent_ms = silent.as_millis() as u64,
                     threshold_ms = threshold.as_millis() as u64,
                 );
@@ -167,7 +167,8 @@ impl MaxRuntime {
             return false;
         }
         errln!(
-            "lockfile: job {job:?} reached its maximum runtime of {}: stopping it and everything it started",
+            "lockfile: job {} reached its maximum runtime of {}: stopping it and everything it started",
+            lockfile::text::quoted(job),
             humantime::format_duration(self.limit)
         );
         true

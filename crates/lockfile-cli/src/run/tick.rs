@@ -51,14 +51,15 @@ impl Refusal<'_> {
     /// succeeded).
     fn line(&self, job: &str) -> (String, bool) {
         let tick = humantime::format_rfc3339_seconds(self.tick);
+        let job = lockfile::text::quoted(job);
         match self.ran {
             Some((run, claim)) => {
                 let host = claim
-                    .map(|c| format!(" on host {:?}", c.host))
+                    .map(|c| format!(" on host {}", lockfile::text::quoted(&c.host)))
                     .unwrap_or_default();
                 (
                     format!(
-                        "skipped: tick {tick} of job {job:?} already ran{host} ({})",
+                        "skipped: tick {tick} of job {job} already ran{host} ({})",
                         run.outcome
                     ),
                     run.outcome == Outcome::Succeeded,
@@ -66,7 +67,7 @@ impl Refusal<'_> {
             }
             None => (
                 format!(
-                    "skipped: the lock came too late for tick {tick} of job {job:?}: more than half a period after it"
+                    "skipped: the lock came too late for tick {tick} of job {job}: more than half a period after it"
                 ),
                 false,
             ),

@@ -136,13 +136,13 @@ fn contended(path: &Path, owner: Option<Box<OwnerRecord>>) -> Error {
         tracing::info!(
             name: "lock_contended",
             event = "lock_contended",
-            path = %path.display(),
+            path = %crate::text::path(path),
             holder_pid = o.pid,
-            holder_host = %o.hostname,
+            holder_host = &*o.hostname,
             holder_age_s = o.age(std::time::SystemTime::now()).as_secs(),
         );
     } else {
-        tracing::info!(name: "lock_contended", event = "lock_contended", path = %path.display());
+        tracing::info!(name: "lock_contended", event = "lock_contended", path = %crate::text::path(path));
     }
     Error::Contended {
         path: path.to_path_buf(),

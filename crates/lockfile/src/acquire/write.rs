@@ -47,7 +47,7 @@ pub(crate) fn acquired(
     tracing::info!(
         name: "lock_acquired",
         event = "lock_acquired",
-        path = %path.display(),
+        path = %crate::text::path(path),
         pid = owner.pid,
         token = %owner.token,
         job = owner.job.as_deref().unwrap_or(""),
@@ -62,7 +62,10 @@ pub(super) fn foreign_content(path: &Path, file: &File, content: &[u8]) -> Error
     const PREVIEW: usize = 32;
     let size = file.metadata().map_or(content.len() as u64, |m| m.len());
     let shown = &content[..content.len().min(PREVIEW)];
-    let mut preview = shown.escape_ascii().to_string();
+    // Escaped as every message shows others' bytes, a quote included, so
+    // that it stands inside the message's quotes (which are the error's).
+    let quoted = crate::text::quoted_bytes(shown).to_string();
+    let mut preview = quoted[1..quoted.len() - 1].to_owned();
     if content.len() > PREVIEW {
         preview.push('…');
     }

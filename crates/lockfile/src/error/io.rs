@@ -140,11 +140,11 @@ fn permission_hint(op: Operation, path: &Path) -> String {
     let describe = |what: &str, p: &Path| match std::fs::symlink_metadata(p) {
         Ok(m) => format!(
             "{what} `{}` is owned by uid {} with mode {:o}",
-            p.display(),
+            crate::text::path(p),
             m.uid(),
             m.mode() & 0o7777
         ),
-        Err(_) => format!("{what} `{}` is not accessible", p.display()),
+        Err(_) => format!("{what} `{}` is not accessible", crate::text::path(p)),
     };
     match op {
         Operation::ReadDir | Operation::CreateDir => format!(

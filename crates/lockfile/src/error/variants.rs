@@ -20,7 +20,7 @@ pub enum Error {
     /// Someone else holds the lock. `owner` is their record when it could be read.
     #[error(
         "`{}` is locked by {}{}",
-        path.display(),
+        crate::text::path(path),
         OwnerRecord::describe(owner.as_deref()),
         NotEvicted(not_evicted.as_deref())
     )]
@@ -38,7 +38,7 @@ pub enum Error {
     /// A bounded wait ended before the lock came free.
     #[error(
         "gave up waiting for `{}` after {}: it is locked by {}{}",
-        path.display(),
+        crate::text::path(path),
         humantime::format_duration(*waited),
         OwnerRecord::describe(owner.as_deref()),
         NotEvicted(not_evicted.as_deref())
@@ -59,8 +59,8 @@ pub enum Error {
     /// The directory that should contain the lock file does not exist.
     #[error(
         "cannot {op} `{}`: the directory `{}` does not exist (create it, or choose an existing lock directory)",
-        path.display(),
-        dir.display()
+        crate::text::path(path),
+        crate::text::path(dir)
     )]
     DirectoryNotFound {
         /// The failed operation.
@@ -73,7 +73,10 @@ pub enum Error {
         source: io::Error,
     },
     /// The operating system refused access.
-    #[error("cannot {op} `{}`: permission denied for euid {euid}: {hint}", path.display())]
+    #[error(
+        "cannot {op} `{}`: permission denied for euid {euid}: {hint}",
+        crate::text::path(path)
+    )]
     PermissionDenied {
         /// The failed operation.
         op: Operation,
@@ -87,7 +90,10 @@ pub enum Error {
         source: Option<io::Error>,
     },
     /// The lock file lives on a read-only filesystem.
-    #[error("cannot {op} `{}`: the filesystem is read-only (put lock files on a writable filesystem)", path.display())]
+    #[error(
+        "cannot {op} `{}`: the filesystem is read-only (put lock files on a writable filesystem)",
+        crate::text::path(path)
+    )]
     ReadOnlyFilesystem {
         /// The failed operation.
         op: Operation,
@@ -97,7 +103,10 @@ pub enum Error {
         source: io::Error,
     },
     /// The filesystem is full (or out of inodes, or over quota).
-    #[error("cannot {op} `{}`: no space left on the filesystem", path.display())]
+    #[error(
+        "cannot {op} `{}`: no space left on the filesystem",
+        crate::text::path(path)
+    )]
     NoSpace {
         /// The failed operation.
         op: Operation,
@@ -109,7 +118,7 @@ pub enum Error {
     /// The filesystem does not support `flock` (some NFS and FUSE mounts).
     #[error(
         "cannot {op} `{}`: the filesystem does not support advisory locks ({source}); use a local filesystem, or a lease (lockfile-etcd) across hosts",
-        path.display()
+        crate::text::path(path)
     )]
     LockUnsupported {
         /// The failed operation.
@@ -121,7 +130,10 @@ pub enum Error {
     },
     /// A symbolic link sits at the lock path. It is refused, never followed, so
     /// the file it points to is never written or truncated.
-    #[error("refusing to {op} `{}`: it is a symbolic link; a lock file must be a regular file", path.display())]
+    #[error(
+        "refusing to {op} `{}`: it is a symbolic link; a lock file must be a regular file",
+        crate::text::path(path)
+    )]
     Symlink {
         /// The failed operation.
         op: Operation,
@@ -131,7 +143,10 @@ pub enum Error {
         source: io::Error,
     },
     /// Something other than a regular file sits at the lock path.
-    #[error("refusing to {op} `{}`: it is a {kind}, not a regular file", path.display())]
+    #[error(
+        "refusing to {op} `{}`: it is a {kind}, not a regular file",
+        crate::text::path(path)
+    )]
     NotRegularFile {
         /// The failed operation.
         op: Operation,
@@ -148,7 +163,7 @@ pub enum Error {
     /// [`LockOptions::record_optional`]: crate::LockOptions::record_optional
     #[error(
         "refusing to write an owner record into `{}`: it holds {size} bytes that are not one of ours (beginning \"{preview}\"); lock it without a record (LockOptions::record_optional), or use a lock file of its own",
-        path.display()
+        crate::text::path(path)
     )]
     ForeignContent {
         /// The lock file.
@@ -166,7 +181,7 @@ pub enum Error {
     /// nobody. Nothing was locked or written.
     #[error(
         "refusing to lock `{}`: it is owned by uid {owner_uid}, in a sticky directory that others may write and that uid {dir_owner_uid} owns, so its owner can unlink or rewrite it at will and a lock on it excludes nobody (the fs.protected_regular rule); use a lock directory only trusted users may write",
-        path.display()
+        crate::text::path(path)
     )]
     PlantedFile {
         /// The lock file.
@@ -182,7 +197,7 @@ pub enum Error {
     /// opened, so nothing was created, locked or written.
     #[error(
         "refusing to {op} `{}`: the record would take {size} bytes, more than the {max} an owner record may; shorten the job name ({job_len} bytes)",
-        path.display()
+        crate::text::path(path)
     )]
     RecordTooLarge {
         /// What was refused: [`Operation::Write`] of the record.
@@ -200,7 +215,7 @@ pub enum Error {
     /// ended, or another run holds the lock now. Nothing was changed.
     #[error(
         "refusing to beat `{}` for run {token}: {}; a process left behind by an earlier run must not keep a later run's lock alive",
-        path.display(),
+        crate::text::path(path),
         match found {
             Some(other) => format!("its record belongs to run {other}"),
             None => "it holds no unreleased record".to_owned(),
@@ -219,8 +234,8 @@ pub enum Error {
     #[error(
         "tick {} of `{}` already ran{} ({})",
         crate::rfc3339::display(*tick),
-        path.display(),
-        claim.as_ref().map(|c| format!(" on host {:?}", c.host)).unwrap_or_default(),
+        crate::text::path(path),
+        claim.as_ref().map(|c| format!(" on host {}", crate::text::quoted(&c.host))).unwrap_or_default(),
         run.outcome
     )]
     TickUsed {
@@ -237,7 +252,7 @@ pub enum Error {
     /// (`LockOptions::claim_tick`): the run belongs to no tick any more.
     #[error(
         "the lock on `{}` came too late for tick {}: more than half a period after it",
-        path.display(),
+        crate::text::path(path),
         crate::rfc3339::display(*tick)
     )]
     TooLate {
@@ -247,7 +262,7 @@ pub enum Error {
         tick: std::time::SystemTime,
     },
     /// Any other I/O failure.
-    #[error("cannot {op} `{}`: {source}", path.display())]
+    #[error("cannot {op} `{}`: {source}", crate::text::path(path))]
     Io {
         /// The failed operation.
         op: Operation,
@@ -325,7 +340,10 @@ pub enum EvictionRefused {
         threshold: Duration,
     },
     /// The record was written on another host: its PID means nothing here.
-    #[error("its record was written on host {host:?}, not this one")]
+    #[error(
+        "its record was written on host {}, not this one",
+        crate::text::quoted(host)
+    )]
     OtherHost {
         /// The host the record names.
         host: String,

@@ -51,7 +51,7 @@ impl Plan {
         tracing::warn!(
             name: "lock_evicted",
             event = "lock_evicted",
-            path = %path.display(),
+            path = %crate::text::path(path),
             pid = self.evicted.pid,
             job = self.evicted.job.as_deref().unwrap_or(""),
             token = %self.evicted.token,

@@ -334,7 +334,9 @@ impl fmt::Display for Finding {
                 local_host,
             } => write!(
                 f,
-                "the record names host {recorded_host:?}, not this host {local_host:?}: its PID cannot be checked from here"
+                "the record names host {}, not this host {}: its PID cannot be checked from here",
+                crate::text::quoted(recorded_host),
+                crate::text::quoted(local_host)
             ),
             Finding::OwnerDead { pid, reason } => {
                 write!(f, "the recorded owner pid {pid} is dead: {reason}")

@@ -27,7 +27,7 @@ pub use reason::{ReapChange, ReapReason};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let report = lockfile::reap(dir.path(), lockfile::ReapOptions::new().remove(true))?;
 /// for entry in &report.entries {
-///     println!("{}: {} ({})", entry.path.display(), entry.action, entry.reason);
+///     println!("{}: {} ({})", lockfile::text::path(&entry.path), entry.action, entry.reason);
 /// }
 /// # Ok(())
 /// # }
@@ -236,7 +236,7 @@ fn reap_one(dir: &File, report: LockReport, opts: &ReapOptions) -> ReapEntry {
                 tracing::info!(
                     name: "stale_lock_removed",
                     event = "stale_lock_removed",
-                    path = %report.path.display(),
+                    path = %crate::text::path(&report.path),
                     state = report.state.as_str(),
                     stale_pid = report.owner.as_ref().map(|o| o.pid),
                     reason = %reason,

@@ -128,7 +128,8 @@ impl fmt::Display for ReapReason {
             ),
             ReapReason::ForeignHost(host) => write!(
                 f,
-                "stale record from host {host:?}: its owner cannot be checked from here (include foreign records to remove it)"
+                "stale record from host {}: its owner cannot be checked from here (include foreign records to remove it)",
+                crate::text::quoted(host)
             ),
             ReapReason::CarriesLastSuccess(t) => write!(
                 f,

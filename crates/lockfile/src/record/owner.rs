@@ -13,7 +13,7 @@ use super::seconds;
 use super::token::new_token;
 use crate::clock::{millis, now};
 use crate::tick::Claim;
-use crate::{rfc3339, sys};
+use crate::{rfc3339, sys, text};
 
 /// Who holds, or last held, a lock.
 ///
@@ -184,9 +184,14 @@ impl fmt::Display for OwnerRecord {
     /// One line for humans:
     /// `pid 123 on host "web-1", job "backup", for 3m 12s (since 2026-…Z)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "pid {} on host {:?}", self.pid, self.hostname)?;
+        write!(
+            f,
+            "pid {} on host {}",
+            self.pid,
+            text::quoted(&self.hostname)
+        )?;
         if let Some(job) = &self.job {
-            write!(f, ", job {job:?}")?;
+            write!(f, ", job {}", text::quoted(job))?;
         }
         let held = Duration::from_secs(self.age(SystemTime::now()).as_secs());
         write!(

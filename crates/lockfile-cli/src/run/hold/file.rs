@@ -80,7 +80,7 @@ pub(crate) fn acquire(
         if args.lockfile.is_dir() {
             errln!(
                 "{name}: --once-per needs a lock file, and `{}` is a directory",
-                args.lockfile.display()
+                crate::term::path(&args.lockfile)
             );
             return Err(exit::USAGE);
         }
@@ -124,7 +124,7 @@ pub(crate) fn acquire(
         // A lock held without a record of ours claims nothing.
         errln!(
             "lockfile: `{}` carries no record of ours ({}), and --once-per keeps its claim there: use a lock file of its own",
-            args.lockfile.display(),
+            crate::term::path(&args.lockfile),
             guard
                 .no_record()
                 .map_or_else(String::new, |why| why.to_string())
@@ -138,17 +138,17 @@ pub(crate) fn acquire(
         // to write cannot carry it. (Dropping the guard unlocks.)
         errln!(
             "{name}: `{}` carries no record of ours ({why}), and --watchdog needs one: use a lock file of its own",
-            guard.path().display()
+            crate::term::path(guard.path())
         );
         return Err(exit::CANNOT_LOCK);
     }
     if let Some(evicted) = guard.record().evicted.as_deref() {
         errln!(
-            "lockfile: evicted pid {} (job {:?}, run {}) from `{}`: its heartbeat had been silent for {}",
+            "lockfile: evicted pid {} (job {}, run {}) from `{}`: its heartbeat had been silent for {}",
             evicted.pid,
-            evicted.job.as_deref().unwrap_or(""),
+            lockfile::text::quoted(evicted.job.as_deref().unwrap_or("")),
             evicted.token,
-            args.lockfile.display(),
+            crate::term::path(&args.lockfile),
             humantime::format_duration(Duration::from_secs(evicted.silent().as_secs()))
         );
     }
@@ -219,7 +219,7 @@ impl Hold for FileHold {
     }
 
     fn label(&self) -> String {
-        self.guard.path().display().to_string()
+        crate::term::path(self.guard.path())
     }
 
     fn env(&self) -> Vec<(&'static str, OsString)> {
@@ -282,7 +282,7 @@ impl Hold for FileHold {
         limited.then(|| {
             format!(
                 "the command left {count} background process(es) holding `{}`; its limits apply to them until they exit",
-                self.guard.path().display()
+                crate::term::path(self.guard.path())
             )
         })
     }
@@ -318,7 +318,7 @@ impl Hold for FileHold {
             };
             errln!(
                 "lockfile: `{}` stays locked: {why}: {} ({})",
-                guard.path().display(),
+                crate::term::path(guard.path()),
                 names.join(", "),
                 names.len(),
             );
@@ -397,15 +397,14 @@ fn conflict_line(path: &Path, err: &Error) -> String {
         .not_evicted()
         .map(|why| format!(" (not evicted: {why})"))
         .unwrap_or_default();
+    // The holder's words come escaped and quoted from the library's
+    // messages; the path is escaped here, from its bytes.
+    let path = crate::term::path(path);
     match err {
         Error::Timeout { waited, .. } => format!(
-            "gave up after waiting {} for `{}`: held by {holder}{not_evicted}",
+            "gave up after waiting {} for `{path}`: held by {holder}{not_evicted}",
             humantime::format_duration(std::time::Duration::from_secs(waited.as_secs())),
-            path.display()
         ),
-        _ => format!(
-            "`{}` is held by {holder}{not_evicted}; not running",
-            path.display()
-        ),
+        _ => format!("`{path}` is held by {holder}{not_evicted}; not running"),
     }
 }

@@ -23,7 +23,7 @@ mod servers;
 mod sql;
 mod takeover;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser as _;

@@ -10,6 +10,7 @@ mod io;
 mod operation;
 mod query;
 mod variants;
+mod wording;
 
 pub use operation::Operation;
 pub use variants::{Error, EvictionRefused};

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::operation::Operation;
-use crate::OwnerRecord;
+use super::wording;
+use crate::{OwnerRecord, text};
 
 /// Everything that can go wrong while locking, inspecting or reaping.
 ///
@@ -20,7 +21,7 @@ pub enum Error {
     /// Someone else holds the lock. `owner` is their record when it could be read.
     #[error(
         "`{}` is locked by {}{}",
-        crate::text::path(path),
+        text::path(path),
         OwnerRecord::describe(owner.as_deref()),
         NotEvicted(not_evicted.as_deref())
     )]
@@ -38,7 +39,7 @@ pub enum Error {
     /// A bounded wait ended before the lock came free.
     #[error(
         "gave up waiting for `{}` after {}: it is locked by {}{}",
-        crate::text::path(path),
+        text::path(path),
         humantime::format_duration(*waited),
         OwnerRecord::describe(owner.as_deref()),
         NotEvicted(not_evicted.as_deref())
@@ -59,8 +60,8 @@ pub enum Error {
     /// The directory that should contain the lock file does not exist.
     #[error(
         "cannot {op} `{}`: the directory `{}` does not exist (create it, or choose an existing lock directory)",
-        crate::text::path(path),
-        crate::text::path(dir)
+        text::path(path),
+        text::path(dir)
     )]
     DirectoryNotFound {
         /// The failed operation.
@@ -75,7 +76,7 @@ pub enum Error {
     /// The operating system refused access.
     #[error(
         "cannot {op} `{}`: permission denied for euid {euid}: {hint}",
-        crate::text::path(path)
+        text::path(path)
     )]
     PermissionDenied {
         /// The failed operation.
@@ -92,7 +93,7 @@ pub enum Error {
     /// The lock file lives on a read-only filesystem.
     #[error(
         "cannot {op} `{}`: the filesystem is read-only (put lock files on a writable filesystem)",
-        crate::text::path(path)
+        text::path(path)
     )]
     ReadOnlyFilesystem {
         /// The failed operation.
@@ -103,10 +104,7 @@ pub enum Error {
         source: io::Error,
     },
     /// The filesystem is full (or out of inodes, or over quota).
-    #[error(
-        "cannot {op} `{}`: no space left on the filesystem",
-        crate::text::path(path)
-    )]
+    #[error("cannot {op} `{}`: no space left on the filesystem", text::path(path))]
     NoSpace {
         /// The failed operation.
         op: Operation,
@@ -118,7 +116,7 @@ pub enum Error {
     /// The filesystem does not support `flock` (some NFS and FUSE mounts).
     #[error(
         "cannot {op} `{}`: the filesystem does not support advisory locks ({source}); use a local filesystem, or a lease (lockfile-etcd) across hosts",
-        crate::text::path(path)
+        text::path(path)
     )]
     LockUnsupported {
         /// The failed operation.
@@ -132,7 +130,7 @@ pub enum Error {
     /// the file it points to is never written or truncated.
     #[error(
         "refusing to {op} `{}`: it is a symbolic link; a lock file must be a regular file",
-        crate::text::path(path)
+        text::path(path)
     )]
     Symlink {
         /// The failed operation.
@@ -145,7 +143,7 @@ pub enum Error {
     /// Something other than a regular file sits at the lock path.
     #[error(
         "refusing to {op} `{}`: it is a {kind}, not a regular file",
-        crate::text::path(path)
+        text::path(path)
     )]
     NotRegularFile {
         /// The failed operation.
@@ -163,7 +161,7 @@ pub enum Error {
     /// [`LockOptions::record_optional`]: crate::LockOptions::record_optional
     #[error(
         "refusing to write an owner record into `{}`: it holds {size} bytes that are not one of ours (beginning \"{preview}\"); lock it without a record (LockOptions::record_optional), or use a lock file of its own",
-        crate::text::path(path)
+        text::path(path)
     )]
     ForeignContent {
         /// The lock file.
@@ -181,7 +179,7 @@ pub enum Error {
     /// nobody. Nothing was locked or written.
     #[error(
         "refusing to lock `{}`: it is owned by uid {owner_uid}, in a sticky directory that others may write and that uid {dir_owner_uid} owns, so its owner can unlink or rewrite it at will and a lock on it excludes nobody (the fs.protected_regular rule); use a lock directory only trusted users may write",
-        crate::text::path(path)
+        text::path(path)
     )]
     PlantedFile {
         /// The lock file.
@@ -197,7 +195,7 @@ pub enum Error {
     /// opened, so nothing was created, locked or written.
     #[error(
         "refusing to {op} `{}`: the record would take {size} bytes, more than the {max} an owner record may; shorten the job name ({job_len} bytes)",
-        crate::text::path(path)
+        text::path(path)
     )]
     RecordTooLarge {
         /// What was refused: [`Operation::Write`] of the record.
@@ -215,7 +213,7 @@ pub enum Error {
     /// ended, or another run holds the lock now. Nothing was changed.
     #[error(
         "refusing to beat `{}` for run {token}: {}; a process left behind by an earlier run must not keep a later run's lock alive",
-        crate::text::path(path),
+        text::path(path),
         match found {
             Some(other) => format!("its record belongs to run {other}"),
             None => "it holds no unreleased record".to_owned(),
@@ -234,7 +232,7 @@ pub enum Error {
     #[error(
         "tick {} of `{}` already ran{} ({})",
         crate::rfc3339::display(*tick),
-        crate::text::path(path),
+        text::path(path),
         claim.as_ref().map(|c| format!(" on host {}", crate::text::quoted(&c.host))).unwrap_or_default(),
         run.outcome
     )]
@@ -252,7 +250,7 @@ pub enum Error {
     /// (`LockOptions::claim_tick`): the run belongs to no tick any more.
     #[error(
         "the lock on `{}` came too late for tick {}: more than half a period after it",
-        crate::text::path(path),
+        text::path(path),
         crate::rfc3339::display(*tick)
     )]
     TooLate {
@@ -262,7 +260,7 @@ pub enum Error {
         tick: std::time::SystemTime,
     },
     /// Any other I/O failure.
-    #[error("cannot {op} `{}`: {source}", crate::text::path(path))]
+    #[error("cannot {op} `{}`: {source}", text::path(path))]
     Io {
         /// The failed operation.
         op: Operation,
@@ -403,20 +401,14 @@ pub enum EvictionRefused {
     },
     /// A process that holds the kernel lock could not be identified: it is
     /// outside our PID namespace, or its descriptors are not ours to read.
-    #[error("a process that holds the lock could not be identified{}", match pid {
-        Some(pid) => format!(" (pid {pid}: its descriptors are not ours to read)"),
-        None => " (the kernel names none that is visible from here)".to_owned(),
-    })]
+    #[error("a process that holds the lock could not be identified ({})", wording::unidentified(*pid))]
     UnidentifiedHolder {
         /// Its PID, when the kernel's table names it.
         pid: Option<u32>,
     },
     /// A process that would be stopped belongs to another user, and this
     /// process is not root.
-    #[error("pid {pid} belongs to another user ({}), and this process is not root", match uid {
-        Some(uid) => format!("uid {uid}"),
-        None => "uid unknown".to_owned(),
-    })]
+    #[error("pid {pid} belongs to another user ({}), and this process is not root", wording::uid(*uid))]
     OtherUser {
         /// The process's PID.
         pid: u32,
@@ -428,15 +420,7 @@ pub enum EvictionRefused {
     /// its uids could not be read). Root is no exception: a tree of mixed
     /// users is not one run's to stop.
     #[error("pid {pid} runs as {}, and every process to stop must run as {}, real and effective",
-        match uids {
-            Some((real, effective)) => format!("real uid {real}, effective uid {effective}"),
-            None => "uids that cannot be read".to_owned(),
-        },
-        match owner {
-            Some(uid) => format!("the owner's uid {uid}"),
-            None => "the owner's one uid".to_owned(),
-        }
-    )]
+        wording::uids(*uids), wording::owner_uid(*owner))]
     MixedUids {
         /// The process's PID.
         pid: u32,
@@ -482,13 +466,9 @@ pub enum EvictionRefused {
     /// The holder was stopped, but the lock was still held when the wait
     /// ended: by survivors (a process in uninterruptible sleep can outlive
     /// SIGKILL for long), or by someone who took it first.
-    #[error("the holder was stopped, but the lock was still held when the wait ended ({})",
-        if survivors.is_empty() {
-            "another process took it first".to_owned()
-        } else {
-            let pids: Vec<String> = survivors.iter().map(|p| format!("pid {p}")).collect();
-            format!("still alive: {}", pids.join(", "))
-        }
+    #[error(
+        "the holder was stopped, but the lock was still held when the wait ended ({})",
+        wording::survivors(survivors)
     )]
     StillHeld {
         /// The stopped processes still alive then.

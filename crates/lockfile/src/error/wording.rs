@@ -1,0 +1,44 @@
+//! The words for processes and their uids in the eviction messages: what a
+//! message says when a figure could not be read, kept out of the variants'
+//! attributes so that those stay one line each.
+
+/// A holder the kernel names by PID or not at all.
+pub(super) fn unidentified(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) => format!("pid {pid}: its descriptors are not ours to read"),
+        None => "the kernel names none that is visible from here".to_owned(),
+    }
+}
+
+/// A uid, when it could be read.
+pub(super) fn uid(uid: Option<u32>) -> String {
+    match uid {
+        Some(uid) => format!("uid {uid}"),
+        None => "uid unknown".to_owned(),
+    }
+}
+
+/// A process's real and effective uids, when they could be read.
+pub(super) fn uids(uids: Option<(u32, u32)>) -> String {
+    match uids {
+        Some((real, effective)) => format!("real uid {real}, effective uid {effective}"),
+        None => "uids that cannot be read".to_owned(),
+    }
+}
+
+/// The uid a run's owner runs as, when it runs as one.
+pub(super) fn owner_uid(owner: Option<u32>) -> String {
+    match owner {
+        Some(uid) => format!("the owner's uid {uid}"),
+        None => "the owner's one uid".to_owned(),
+    }
+}
+
+/// The stopped processes still alive when a wait ended.
+pub(super) fn survivors(survivors: &[u32]) -> String {
+    if survivors.is_empty() {
+        return "another process took it first".to_owned();
+    }
+    let pids: Vec<String> = survivors.iter().map(|p| format!("pid {p}")).collect();
+    format!("still alive: {}", pids.join(", "))
+}

@@ -105,6 +105,8 @@ cargo fmt --all -- --check
 # No two files or modules of a crate need one another (the design rule of
 # docs/architecture.md): the import graph of every crate, from its source.
 python3 scripts/import-cycles.py
+# No source file over 500 lines before its tests (the same section).
+scripts/long-files.sh
 if [ "$etcd" != none ]; then
     cargo clippy --workspace --all-targets --all-features -- -D warnings
 fi

@@ -51,11 +51,13 @@ macro_rules! outln {
     }};
 }
 
+// The command line and the exit statuses: the crate's library (`lib.rs`),
+// so that the documentation generator builds on the same definition.
+use lockfile_cli::{cli, exit};
+
 mod atomic;
 mod beat;
 mod check;
-mod cli;
-mod exit;
 mod files;
 mod flock;
 mod inspect;

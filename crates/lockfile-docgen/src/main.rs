@@ -8,25 +8,14 @@
 //! writes `OUT_DIR/lockfile.1`, `OUT_DIR/lockfile.bash`, `OUT_DIR/_lockfile`
 //! and `OUT_DIR/lockfile.fish` (`scripts/package.sh` runs it).
 //!
-//! The definition is not copied: this tool compiles the command's files as
-//! they are (`cli/`, `exit.rs` and the `flock` personality's `doc.rs`), so
-//! the page and the completions cannot drift from `--help`, and the
-//! `lockfile` binary itself carries no generator (its size and start-up are
-//! budgets its users feel).
+//! The definition is not copied: this tool builds on the command's own
+//! (`lockfile-cli`'s library: `cli/`, `exit.rs` and the `flock`
+//! personality's `cli/flock.rs`), so the page and the completions cannot
+//! drift from `--help`, and the `lockfile` binary itself carries no
+//! generator (its size and start-up are budgets its users feel).
 
-// The command's definition, compiled as it is. Its fields are read by the
-// command, not here.
-#[allow(dead_code)]
-#[path = "../../lockfile-cli/src/cli/mod.rs"]
-mod cli;
-// The exit statuses, for the man page's EXIT STATUS and for the definition
-// (`-E`'s default).
-#[allow(dead_code)]
-#[path = "../../lockfile-cli/src/exit.rs"]
-mod exit;
-// The `flock` personality's options, as its `--help` prints them.
-#[path = "../../lockfile-cli/src/flock/doc.rs"]
-mod flock;
+use lockfile_cli::cli::{self, flock};
+use lockfile_cli::exit;
 
 mod completions;
 mod man;

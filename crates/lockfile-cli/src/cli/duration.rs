@@ -3,8 +3,11 @@
 
 use std::time::Duration;
 
+/// The help of every subcommand that takes a DURATION.
+pub const DURATIONS: &str = "A DURATION is seconds (fractional allowed: 0.5) or a duration with units, such as 90s, 45m, 2h or 1h30m.";
+
 /// Seconds (fractional allowed) or a human duration. Zero is allowed.
-pub(crate) fn parse(s: &str) -> Result<Duration, String> {
+pub fn parse(s: &str) -> Result<Duration, String> {
     // A bare number is seconds; anything else must carry its units.
     if let Ok(secs) = s.parse::<f64>() {
         return Duration::try_from_secs_f64(secs).map_err(|_| {
@@ -20,7 +23,7 @@ pub(crate) fn parse(s: &str) -> Result<Duration, String> {
 }
 
 /// As [`parse`], refusing zero.
-pub(crate) fn parse_positive(s: &str) -> Result<Duration, String> {
+pub fn parse_positive(s: &str) -> Result<Duration, String> {
     match parse(s)? {
         Duration::ZERO => Err(format!(
             "`{s}` is zero: the duration must be greater than zero"

@@ -6,23 +6,23 @@ use clap::{Args, ValueEnum};
 
 /// How `inspect` prints, and where.
 #[derive(Debug, Args)]
-pub(crate) struct FormatArgs {
+pub struct FormatArgs {
     /// How to print: an aligned table (the default), a JSON array with one
     /// object per lock file, or samples in the Prometheus text format (for
     /// node_exporter's textfile collector).
     #[arg(long, value_enum, value_name = "FORMAT", conflicts_with = "json")]
-    pub(crate) format: Option<Format>,
+    pub format: Option<Format>,
 
     /// Write the result to FILE instead of stdout, atomically (a temporary
     /// file, then a rename) and with mode 0644, whatever the exit status.
     /// FILE must be a regular file or absent: a FIFO, symlink or directory
     /// there is refused, and left as it is.
     #[arg(long, value_name = "FILE")]
-    pub(crate) output: Option<PathBuf>,
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Format {
+pub enum Format {
     Table,
     Json,
     Prometheus,

@@ -8,7 +8,7 @@
 //! `flock N` lock (or with `-u` unlock) descriptor N of the calling shell.
 
 pub(crate) mod descriptor;
-mod doc;
+
 #[cfg(test)]
 mod tests;
 
@@ -261,7 +261,7 @@ fn exit_code(value: &[u8]) -> Result<Option<u8>, String> {
 /// `--help`: printed from the personality's description, the one the man
 /// page is made from.
 fn help() -> i32 {
-    outln!("{}", doc::command().render_help());
+    outln!("{}", crate::cli::flock::command().render_help());
     0
 }
 

@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 
-use super::doc::command;
+use crate::cli::flock::command;
 
 /// What the getopt parser answers for `args`: `Err` with its message
 /// when it refuses an option.

@@ -12,17 +12,6 @@ use crate::cli::InspectArgs;
 use crate::cli::format::Format;
 use crate::inspect::table::aligned;
 
-impl InspectArgs {
-    /// `--format`, where `--json` is short for `--format json`.
-    pub(crate) fn format(&self) -> Format {
-        if self.json {
-            Format::Json
-        } else {
-            self.print.format.unwrap_or(Format::Table)
-        }
-    }
-}
-
 /// One lock file's outcome: a report, or why it could not be inspected.
 pub(crate) type Outcome = (std::path::PathBuf, lockfile::Result<LockReport>);
 

@@ -3,12 +3,11 @@
 //! file's record) or the engine's (the lease's history); what is said about
 //! it is here.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use lockfile::history::{LastRun, Outcome};
-use lockfile::tick::{Claim, Schedule, TickClaim};
+use lockfile::tick::{Claim, TickClaim};
 
-use crate::cli::TickArgs;
 use crate::monitor::Monitor;
 
 /// Why a run did not get its tick.
@@ -17,26 +16,6 @@ pub(crate) struct Refusal<'a> {
     /// The run that used it up, with its claim when kept; `None` when the
     /// lock came too late for the tick.
     pub(crate) ran: Option<(&'a LastRun, Option<&'a Claim>)>,
-}
-
-impl TickArgs {
-    /// The claim a run that started at `started` makes, or why the options
-    /// make no schedule.
-    pub(crate) fn claim(&self, started: Instant) -> Result<Option<TickClaim>, String> {
-        Ok(self
-            .schedule()?
-            .map(|schedule| TickClaim::new(schedule, started)))
-    }
-
-    /// The schedule the options give, or why they make none.
-    pub(crate) fn schedule(&self) -> Result<Option<Schedule>, String> {
-        let Some(period) = self.once_per else {
-            return Ok(None);
-        };
-        Schedule::new(period, self.tick_offset.unwrap_or(Duration::ZERO))
-            .map(Some)
-            .map_err(|e| e.to_string())
-    }
 }
 
 impl Refusal<'_> {

@@ -1,14 +1,12 @@
 //! The `flock` personality's options as a clap `Command`, for its `--help`
 //! and the man page: the personality itself is parsed by its getopt
-//! parser, since flock(1)'s exact command line is its contract. A test
-//! (`tests.rs`) holds this description to what the parser takes. The
-//! workspace's documentation generator (`crates/lockfile-docgen`) compiles
-//! this file as it is: it may use nothing but clap.
+//! parser (`flock/`), since flock(1)'s exact command line is its contract. A
+//! test (`flock/tests.rs`) holds this description to what the parser takes.
 
 use clap::{Arg, ArgAction, Command};
 
 /// flock(1)'s command line, as the personality takes it.
-pub(crate) fn command() -> Command {
+pub fn command() -> Command {
     let flag = |id: &'static str, short: char, help: &'static str| {
         Arg::new(id)
             .short(short)

@@ -40,12 +40,8 @@ use clap::Parser;
 use lockfile::wait::Wait;
 use lockfile_bench::stats;
 use lockfile_postgres::{Engine, LeaseOptions, LeaseRequest};
+use lockfile_test_support::postgres as pg;
 use tokio_postgres::NoTls;
-
-/// The engine's test servers: a private PostgreSQL and PgBouncer.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../../crates/lockfile-postgres/tests/common/pg.rs"]
-mod pg;
 
 /// The holders' and the waiter's TTL: long, so that the poll interval is
 /// its maximum, a second, and no lease lapses during a sample.

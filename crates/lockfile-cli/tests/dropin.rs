@@ -7,9 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::{
-    Dir, code, copy_executable, fingerprint, inspect_json, require_root, run_output, s, stderr,
-    write_executable,
+    Dir, code, copy_executable, inspect_json, require_root, run_output, s, stderr, write_executable,
 };
+use lockfile_test_support::foreign::fingerprint;
 
 #[test]
 fn the_script_that_locks_itself_runs_under_its_own_lock_and_stays_byte_identical() {

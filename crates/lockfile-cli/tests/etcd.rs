@@ -3,15 +3,6 @@
 //! Without an `etcd` binary these tests fail and say what to install.
 
 mod common;
-/// The etcd crate's black hole: a proxy that stops forwarding and closes
-/// nothing, the network fault a lease must survive.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../lockfile-etcd/tests/common/proxy.rs"]
-mod proxy;
-/// The etcd crate's test server.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../lockfile-etcd/tests/common/server.rs"]
-mod server;
 
 use std::net::TcpListener;
 use std::process::Output;
@@ -21,7 +12,7 @@ use serde_json::Value;
 
 use common::prometheus::{NodeExporter, promtool_accepts, samples, value};
 use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr};
-use proxy::Proxy;
+use lockfile_test_support::{Proxy, etcd as server};
 
 /// A single-member etcd of this test's own, killed when dropped.
 struct Etcd {

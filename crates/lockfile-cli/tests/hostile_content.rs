@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::{BoundedOutput, Dir, code, fingerprint, run_output, s, stderr, write_aged};
+use common::{BoundedOutput, Dir, code, run_output, s, stderr};
+use lockfile_test_support::foreign::{fingerprint, write_aged};
 
 /// The longest file that may be a record of ours.
 const MAX_RECORD: usize = 64 * 1024;

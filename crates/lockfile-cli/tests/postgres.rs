@@ -4,15 +4,6 @@
 //! transaction pooling mode (Debian: `postgresql`, `pgbouncer`).
 
 mod common;
-/// The PostgreSQL engine's test servers.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../lockfile-postgres/tests/common/pg.rs"]
-mod pg;
-/// The etcd crate's black hole: a proxy that stops forwarding and closes
-/// nothing.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../lockfile-etcd/tests/common/proxy.rs"]
-mod proxy;
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -21,10 +12,10 @@ use lockfile_examples::FencedStore;
 use serde_json::Value;
 
 use common::fenced::{Event, Writer};
-use common::stopped::stop_outside_a_write;
 use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
-use pg::{PASSWORD, Postgres};
-use proxy::Proxy;
+use lockfile_test_support::Proxy;
+use lockfile_test_support::postgres::{self as pg, PASSWORD, Postgres};
+use lockfile_test_support::stopped::stop_outside_a_write;
 
 /// A server with the schema created by `lockfile postgres init`.
 fn server() -> Postgres {
@@ -931,7 +922,7 @@ fn a_run_stopped_past_its_ttl_is_fenced_off_and_exits_79_once_continued() {
     let pgid = wrapper.pid();
     stop_outside_a_write(
         a_pid,
-        &store,
+        || store.busy().expect("try the store's lock"),
         || common::signal_group(pgid, "STOP"),
         || common::signal_group(pgid, "CONT"),
     );

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::child::{Ev, Holder, Role, run_role_if_requested};
-use common::proxy::Proxy;
-use common::stopped::stop_outside_a_write;
-use common::{Etcd, mono_ns, secs, to_mono};
+use common::{Etcd, EtcdExt, mono_ns, secs, to_mono};
 use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, Step};
 use lockfile_examples::FencedStore;
+use lockfile_test_support::Proxy;
+use lockfile_test_support::stopped::stop_outside_a_write;
 use rustix::process::Signal;
 
 /// The test that child processes run (see `common::child`).
@@ -113,7 +113,7 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off() {
     let store = FencedStore::new(&store_path);
     let stopped_at = stop_outside_a_write(
         holder.pid().as_raw_nonzero().get() as u32,
-        &store,
+        || store.busy().expect("try the store's lock"),
         || {
             let at = mono_ns() as i64;
             holder.signal(Signal::STOP);

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Etcd, raw};
+use common::{Etcd, EtcdExt, raw};
 use etcd_client::PutOptions;
 use lockfile::history::{Outcome, RunEnd};
 use lockfile_etcd::{Error, LeaseOptions, LeaseState, LostReason, Operation, Step, StopPolicy};

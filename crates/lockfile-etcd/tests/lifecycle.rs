@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Etcd;
+use common::{Etcd, EtcdExt};
 
 /// This process's threads named like the lease thread. A joined thread may
 /// linger in `/proc/self/task` for a moment (the kernel wakes the joiner

@@ -145,7 +145,7 @@ mod ops;
 mod options;
 pub mod schema;
 mod server;
-mod sql;
+pub mod sql;
 pub mod sqlstate;
 mod sslmode;
 mod state;

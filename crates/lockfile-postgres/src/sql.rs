@@ -34,45 +34,50 @@
 //! runs; and a session-level `SET` does not survive PgBouncer's transaction
 //! pooling, which hands the next transaction to another server session.
 
-/// The statements for one schema.
+/// The statements for one schema: the text the engine sends, one string
+/// per server operation, for a DBA to review (`EXPLAIN`,
+/// `pg_stat_statements`) and for measurements that send them raw. Each
+/// field says its parameters and its rows. The text is the engine's and may
+/// change in any release; only what it does is the contract.
 #[derive(Debug)]
-pub(crate) struct Statements {
+#[non_exhaustive]
+pub struct Statements {
     /// $1 name, $2 attempt, $3 owner JSON, $4 TTL ms. One row: acquired,
     /// token, owner JSON, TTL ms, remaining ms.
-    pub(crate) acquire: String,
+    pub acquire: String,
     /// $1 name, $2 token. A row (TTL ms) when renewed.
-    pub(crate) renew: String,
+    pub renew: String,
     /// $1 name, $2 token. A row when released, and then a notification of
     /// `channel` with the name, at commit.
-    pub(crate) release: String,
+    pub release: String,
     /// Subscribes the session to `channel`.
-    pub(crate) listen: String,
+    pub listen: String,
     /// The channel that releases notify: see [`channel`].
-    pub(crate) channel: String,
+    pub channel: String,
     /// $1 name. A row when the name has one: live, token, owner JSON, TTL
     /// ms, remaining ms, and whether the expiry is past the longest TTL.
-    pub(crate) inspect: String,
+    pub inspect: String,
     /// Every row: name, then as `inspect`.
-    pub(crate) inspect_all: String,
+    pub inspect_all: String,
     /// $1 name. A row (version, history JSON) once a run was recorded.
-    pub(crate) history: String,
+    pub history: String,
     /// Every row: name, history JSON.
-    pub(crate) history_all: String,
+    pub history_all: String,
     /// $1 name, $2 history JSON, $3 last run JSON, $4 host, $5 pid, $6
     /// owner token, $7 fencing token. A row (the last run as stored, dated
     /// by the server) when the name had no history.
-    pub(crate) history_create: String,
+    pub history_create: String,
     /// As `history_create`, and $8 the version read. A row when the
     /// version was still that one.
-    pub(crate) history_update: String,
+    pub history_update: String,
     /// $1 name. One row: the history's version and document (both null
     /// without one), and the server's time, in seconds since the epoch.
-    pub(crate) history_now: String,
+    pub history_now: String,
     /// $1 name, $2 history JSON. A row when the name had no history.
-    pub(crate) claim_create: String,
+    pub claim_create: String,
     /// $1 name, $2 history JSON, $3 the version read. A row when the
     /// version was still the one read.
-    pub(crate) claim_update: String,
+    pub claim_update: String,
 }
 
 /// Sets `synchronous_commit` on for the statement's own transaction.
@@ -139,6 +144,19 @@ fn remaining() -> String {
 }
 
 impl Statements {
+    /// The statements for the tables in `schema`.
+    ///
+    /// # Errors
+    ///
+    /// When `schema` is not a name that needs no quoting (see
+    /// [`check_schema`](crate::schema::check_schema)): the sentence saying
+    /// why.
+    pub fn for_schema(schema: &str) -> Result<Statements, String> {
+        crate::schema::check_schema(schema)?;
+        Ok(Statements::new(schema))
+    }
+
+    /// The statements for a checked schema.
     pub(crate) fn new(s: &str) -> Statements {
         let live = live();
         let expired = expired();
@@ -318,7 +336,7 @@ const MAX_CHANNEL_LEN: usize = 63;
 /// schema too long for that (over 56 bytes) gives its first 46 bytes, a
 /// `.`, and 16 hex digits of a hash of the whole name (FNV-1a, the same on
 /// every host and every version).
-pub(crate) fn channel(schema: &str) -> String {
+pub fn channel(schema: &str) -> String {
     let plain = format!("{schema}.leases");
     if plain.len() <= MAX_CHANNEL_LEN {
         return plain;

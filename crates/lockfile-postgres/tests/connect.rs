@@ -9,8 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::engine;
-use common::pg::{PASSWORD, Postgres, USER};
 use lockfile_postgres::{Engine, Error, LeaseOptions, LeaseRequest};
+use lockfile_test_support::postgres::{PASSWORD, Postgres, USER};
 
 fn try_now() -> LeaseRequest {
     LeaseRequest::new().job("connect")

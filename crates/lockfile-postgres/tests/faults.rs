@@ -9,26 +9,15 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::engine;
-use common::pg::Postgres;
-use common::proxy::Proxy;
 use lockfile::wait::Wait;
 use lockfile_examples::{FencedStore, StoreError};
 use lockfile_postgres::{Engine, LeaseRequest, LostReason};
+use lockfile_test_support::Proxy;
+use lockfile_test_support::postgres::Postgres;
+use lockfile_test_support::within;
 
 fn request() -> LeaseRequest {
     LeaseRequest::new().job("fault")
-}
-
-/// Waits until `done` or `limit`; true when done.
-fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
 }
 
 #[test]

@@ -7,11 +7,12 @@ mod common;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::engine;
-use common::pg::{PASSWORD, Postgres};
 use lockfile::history::{Outcome, RunEnd};
 use lockfile::tick::{Schedule, TickClaim};
 use lockfile::wait::Wait;
 use lockfile_postgres::{Engine, LeaseOptions, LeaseRequest, LeaseState};
+use lockfile_test_support::postgres::{PASSWORD, Postgres};
+use lockfile_test_support::within;
 
 fn request() -> LeaseRequest {
     LeaseRequest::new().job("hostile")
@@ -24,18 +25,6 @@ fn succeeded() -> RunEnd {
         signal: None,
         started_at: SystemTime::now(),
     }
-}
-
-/// Waits until `done` or `limit`; true when done.
-fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done()
 }
 
 /// A role `app` with the documented grants, whose `search_path` is

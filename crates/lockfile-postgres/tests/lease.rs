@@ -7,10 +7,10 @@ mod common;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::engine;
-use common::pg::{PASSWORD, Postgres};
 use lockfile::history::{Outcome, RunEnd};
 use lockfile::wait::Wait;
 use lockfile_postgres::{Engine, Error, LeaseOptions, LeaseRequest, LeaseState, sqlstate};
+use lockfile_test_support::postgres::{PASSWORD, Postgres};
 
 fn end(outcome: Outcome) -> RunEnd {
     RunEnd {

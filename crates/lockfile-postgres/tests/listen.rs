@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use common::engine;
 use common::events::{self, Captured};
-use common::pg::{PASSWORD, Postgres};
-use common::proxy::Proxy;
 use lockfile::wait::Wait;
 use lockfile_postgres::{Engine, LeaseOptions, LeaseRequest};
+use lockfile_test_support::Proxy;
+use lockfile_test_support::postgres::{PASSWORD, Postgres};
 
 const TTL: Duration = Duration::from_secs(30);
 

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::engine;
-use common::pg::{PASSWORD, Postgres};
 use lockfile_postgres::{Engine, Error, LeaseOptions, LeaseRequest, LeaseState};
+use lockfile_test_support::postgres::{PASSWORD, Postgres};
 
 fn try_now() -> LeaseRequest {
     LeaseRequest::new().job("tls")

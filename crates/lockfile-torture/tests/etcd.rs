@@ -3,15 +3,9 @@
 
 mod common;
 
-/// The etcd crate's test server (std, tempfile and rustix only: this
-/// harness does not build etcd's gRPC client for its tests).
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../lockfile-etcd/tests/common/server.rs"]
-mod server;
-
 use std::process::{Command, Stdio};
 
-use server::Etcd;
+use lockfile_test_support::Etcd;
 
 /// Starts a single-member etcd of this test's own, ready when the command's
 /// own inspect gets an answer.

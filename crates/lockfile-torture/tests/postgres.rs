@@ -3,12 +3,8 @@
 //! in transaction pooling mode (Debian: `postgresql`, `pgbouncer`).
 
 mod common;
-/// The PostgreSQL engine's test servers.
-#[allow(dead_code, unreachable_pub)]
-#[path = "../../lockfile-postgres/tests/common/pg.rs"]
-mod pg;
 
-use pg::Postgres;
+use lockfile_test_support::Postgres;
 
 #[test]
 fn leases_on_postgres_never_overlap_and_their_tokens_rise_under_sigkill() {

@@ -1,6 +1,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
+use lockfile::inspect::Finding;
 use lockfile::record::Release;
 use lockfile::{Error, LockGuard, LockOptions, LockState};
 
@@ -36,7 +37,10 @@ fn sigkill_of_the_holder_frees_the_lock_at_once() {
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Stale);
     assert!(
-        report.findings.iter().any(|f| f.kind() == "owner_dead"),
+        report
+            .findings
+            .iter()
+            .any(|f| matches!(f, Finding::OwnerDead { .. })),
         "{:?}",
         report.findings
     );
@@ -101,7 +105,7 @@ fn a_waiter_on_an_unlinked_file_retries_on_the_new_one() {
 /// Waits until a thread of this process is queued on the lock of the file
 /// with inode `ino` (a `->` line of `/proc/locks`).
 fn wait_for_a_waiter(ino: u64) {
-    crate::support::eventually("a waiter queued on the lock", || {
+    crate::support::wait_until("a waiter queued on the lock", || {
         std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
             locks
                 .lines()

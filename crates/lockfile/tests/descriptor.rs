@@ -13,7 +13,7 @@ use lockfile::record::Release;
 use lockfile::{LockGuard, LockOptions, LockState};
 
 use crate::support::{
-    ChildHolder, FlockHolder, eventually, flock_status, lock_path, require_flock, tempdir,
+    ChildHolder, FlockHolder, flock_status, lock_path, require_flock, tempdir, wait_until,
 };
 
 /// The shell of `flock -n 9`: opens the lock on descriptor 9 with `$REDIR`
@@ -109,7 +109,7 @@ fn the_record_names_the_shell_which_keeps_the_lock_after_the_child_exits() {
     // Once the shell is gone, nobody holds it and nobody marked it: free, not
     // stale, and no finding against the dead shell.
     shell.kill();
-    eventually("the shell's lock to go", || {
+    wait_until("the shell's lock to go", || {
         lockfile::inspect(&path).is_ok_and(|r| r.state != LockState::Held)
     });
     let report = lockfile::inspect(&path).unwrap();
@@ -271,7 +271,7 @@ fn unlock_leaves_a_record_that_is_not_the_shell_s_alone() {
     // A dead holder's unreleased record, then flock(1) itself locks fd 9.
     let (dead, _) = ChildHolder::hold(&path, "gone");
     dead.kill();
-    eventually("the dead holder's lock to go", || {
+    wait_until("the dead holder's lock to go", || {
         lockfile::inspect(&path).is_ok_and(|r| r.state == LockState::Stale)
     });
     let before = std::fs::read(&path).unwrap();

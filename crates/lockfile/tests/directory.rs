@@ -11,8 +11,8 @@ use lockfile::inspect::NoRecord;
 use lockfile::{Error, LockGuard, LockOptions, LockState};
 
 use crate::support::{
-    ChildHolder, FlockHolder, assert_not_regular, eventually, flock_try, lock_path, require_flock,
-    tempdir,
+    ChildHolder, FlockHolder, assert_not_regular, flock_try, lock_path, require_flock, tempdir,
+    wait_until,
 };
 
 fn optional() -> LockOptions {
@@ -217,7 +217,7 @@ fn a_directory_replaced_while_waiting_is_locked_at_its_new_identity() {
     // Let the waiter open the first directory (a second descriptor of it in
     // this process) and block on its lock.
     let first_ino = std::fs::metadata(&target).unwrap().ino();
-    eventually("the waiter to open the directory", || {
+    wait_until("the waiter to open the directory", || {
         std::fs::read_dir("/proc/self/fd")
             .unwrap()
             .flatten()

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use lockfile::inspect::Finding;
 use lockfile::inspect::NoRecord;
 use lockfile::reap::ReapAction;
 use lockfile::{Error, LockGuard, LockOptions, LockState, ReapOptions};
@@ -297,12 +298,19 @@ fn a_holder_in_a_pid_namespace_is_judged_by_its_namespace() {
         owner.pid
     );
     assert_eq!(report.holders.len(), 1);
-    let kinds: Vec<_> = report.findings.iter().map(|f| f.kind()).collect();
+    let findings = &report.findings;
     assert!(
-        !kinds.contains(&"holder_mismatch"),
-        "the kernel's holder is the record's owner, seen from outside: {kinds:?}"
+        !findings
+            .iter()
+            .any(|f| matches!(f, Finding::HolderMismatch { .. })),
+        "the kernel's holder is the record's owner, seen from outside: {findings:?}"
     );
-    assert!(!kinds.contains(&"owner_dead"), "{kinds:?}");
+    assert!(
+        !findings
+            .iter()
+            .any(|f| matches!(f, Finding::OwnerDead { .. })),
+        "{findings:?}"
+    );
 
     // Its recorded PID is alive on the host (init), yet once the holder is
     // killed the lock is stale and free at once.
@@ -339,12 +347,22 @@ fn a_holder_under_another_hostname_is_foreign_and_kept_by_reap() {
 
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(&*report.owner.as_ref().unwrap().hostname, "far-away-host");
-    assert!(report.findings.iter().any(|f| f.kind() == "foreign_host"));
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| matches!(f, Finding::ForeignHost { .. }))
+    );
     holder.kill();
 
     let report = lockfile::inspect(&path).unwrap();
     assert_eq!(report.state, LockState::Stale);
-    assert!(report.findings.iter().any(|f| f.kind() == "foreign_host"));
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| matches!(f, Finding::ForeignHost { .. }))
+    );
     let reaped = lockfile::reap(dir.path(), ReapOptions::new().remove(true)).unwrap();
     assert_eq!(reaped.entries[0].action, ReapAction::Kept);
     assert!(

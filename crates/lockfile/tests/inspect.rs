@@ -1,6 +1,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use lockfile::inspect::Finding;
 use lockfile::inspect::InspectOptions;
 use lockfile::{LockGuard, LockState};
 
@@ -43,7 +44,7 @@ fn a_live_pid_that_belongs_to_another_process_is_owner_dead() {
     let dead = report
         .findings
         .iter()
-        .find(|f| f.kind() == "owner_dead")
+        .find(|f| matches!(f, Finding::OwnerDead { .. }))
         .expect("owner_dead although the pid is alive");
     assert!(dead.to_string().contains("another process"), "{dead}");
 }
@@ -63,9 +64,17 @@ fn a_hung_holder_is_heartbeat_silent_and_an_old_one_is_aged() {
         .max_age(Duration::ZERO)
         .inspect(&path)
         .unwrap();
-    let kinds: Vec<_> = report.findings.iter().map(|f| f.kind()).collect();
-    assert!(kinds.contains(&"heartbeat_silent"), "{kinds:?}");
-    assert!(kinds.contains(&"aged"), "{kinds:?}");
+    let findings = &report.findings;
+    assert!(
+        findings
+            .iter()
+            .any(|f| matches!(f, Finding::HeartbeatSilent { .. })),
+        "{findings:?}"
+    );
+    assert!(
+        findings.iter().any(|f| matches!(f, Finding::Aged { .. })),
+        "{findings:?}"
+    );
     assert_eq!(
         report.severity(),
         Some(lockfile::inspect::Severity::Critical)
@@ -77,7 +86,7 @@ fn a_hung_holder_is_heartbeat_silent_and_an_old_one_is_aged() {
         report
             .findings
             .iter()
-            .any(|f| f.kind() == "heartbeat_silent")
+            .any(|f| matches!(f, Finding::HeartbeatSilent { .. }))
     );
 }
 
@@ -86,29 +95,31 @@ fn silence_alarm_findings() {
     let dir = tempdir();
     let path = lock_path(&dir, "job.lock");
     let day = Duration::from_secs(86_400);
-    let kinds = |path: &std::path::Path| -> Vec<&'static str> {
+    let findings = |path: &std::path::Path| -> Vec<Finding> {
         InspectOptions::new()
             .expect_every(day)
             .inspect(path)
             .unwrap()
             .findings
-            .iter()
-            .map(|f| f.kind())
-            .collect()
     };
-    assert_eq!(kinds(&path), ["never_succeeded"], "absent file");
+    let never = |f: &[Finding]| matches!(f, [Finding::NeverSucceeded { .. }]);
+    assert!(never(&findings(&path)), "absent file");
     LockGuard::acquire(&path).unwrap().release().unwrap();
-    assert_eq!(kinds(&path), ["never_succeeded"], "never recorded");
+    assert!(never(&findings(&path)), "never recorded");
     let mut guard = LockGuard::acquire(&path).unwrap();
     guard.record_success().unwrap();
     guard.release().unwrap();
-    assert!(kinds(&path).is_empty());
+    assert!(findings(&path).is_empty());
     // Age the recorded success by two days.
     let text = std::fs::read_to_string(&path).unwrap();
     let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     doc["last_success"] = "2001-01-01T00:00:00Z".into();
     std::fs::write(&path, doc.to_string()).unwrap();
-    assert_eq!(kinds(&path), ["silent"]);
+    assert!(
+        matches!(findings(&path)[..], [Finding::Silent { .. }]),
+        "{:?}",
+        findings(&path)
+    );
 }
 
 #[test]
@@ -202,7 +213,7 @@ fn a_killed_owner_not_yet_reaped_is_dead() {
     let dead = report
         .findings
         .iter()
-        .find(|f| f.kind() == "owner_dead")
+        .find(|f| matches!(f, Finding::OwnerDead { .. }))
         .expect("a zombie is dead");
     assert!(dead.to_string().contains("has exited"), "{dead}");
 }

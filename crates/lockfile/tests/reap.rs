@@ -1,3 +1,4 @@
+use lockfile::inspect::Finding;
 use lockfile::reap::{ReapAction, ReapReason};
 use lockfile::{LockGuard, LockState, ReapOptions};
 
@@ -76,7 +77,7 @@ fn reap_keeps_foreign_records_unless_told_and_says_why() {
         inspected
             .findings
             .iter()
-            .any(|f| f.kind() == "foreign_host")
+            .any(|f| matches!(f, Finding::ForeignHost { .. }))
     );
 
     let report = lockfile::reap(

@@ -108,7 +108,7 @@ fn shared_and_exclusive_interoperate_with_flock_1_in_every_combination() {
 }
 
 fn eventually_acquirable(path: &Path) {
-    crate::support::eventually("the lock to come free", || {
+    crate::support::wait_until("the lock to come free", || {
         LockGuard::try_acquire(path).is_ok()
     });
 }
@@ -159,13 +159,13 @@ fn inspect_lists_every_shared_holder_and_blames_no_one_for_an_old_record() {
         before,
         "shared holders wrote"
     );
-    crate::support::eventually("flock(1) to let go", || {
+    crate::support::wait_until("flock(1) to let go", || {
         lockfile::inspect(&path).is_ok_and(|r| r.state == LockState::Stale && !r.shared)
     });
 }
 
 fn eventually_acquirable_shared(path: &Path) {
-    crate::support::eventually("the lock to come free", || {
+    crate::support::wait_until("the lock to come free", || {
         shared().try_acquire(path).is_ok()
     });
 }

@@ -10,17 +10,9 @@
 
 mod args;
 mod load;
-#[allow(dead_code, unreachable_pub, clippy::all)]
-#[path = "../../../../crates/lockfile-postgres/tests/common/pg.rs"]
-mod pg;
 mod report;
 mod roundtrips;
 mod servers;
-// The engine's own statements, so that the floor sends exactly what it
-// sends.
-#[allow(dead_code)]
-#[path = "../../../../crates/lockfile-postgres/src/sql.rs"]
-mod sql;
 mod takeover;
 
 use std::time::Instant;

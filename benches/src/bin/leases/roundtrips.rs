@@ -18,7 +18,9 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls};
 
 use crate::servers::redact;
-use crate::sql::Statements;
+// The engine's own statements, so that the floor sends exactly what it
+// sends.
+use lockfile_postgres::sql::Statements;
 
 /// One operation to time.
 type Op = Box<dyn FnMut() -> Result<()>>;
@@ -445,7 +447,7 @@ pub(crate) fn measure(
     batch: usize,
     rng: &mut Rng,
 ) -> Result<Results> {
-    let sql = Rc::new(Statements::new("lockfile"));
+    let sql = Rc::new(Statements::for_schema("lockfile").map_err(anyhow::Error::msg)?);
     let mut variants = Vec::new();
     for path in Path::ALL {
         let url = match path {

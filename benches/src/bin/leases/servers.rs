@@ -3,15 +3,12 @@
 //! single-member etcd; and the CPU time their processes use, read from
 //! /proc.
 
-use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-
-use crate::pg::Postgres;
+use anyhow::{Context, Result};
+use lockfile_test_support::Etcd;
+use lockfile_test_support::postgres::{self, Postgres};
 
 /// Where the servers are: started here, or given.
 #[derive(Debug)]
@@ -38,7 +35,7 @@ impl std::fmt::Debug for Started {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Started")
             .field("postgres_port", &self.postgres.port)
-            .field("etcd", &self.etcd.endpoint)
+            .field("etcd", &self.etcd.endpoint())
             .finish()
     }
 }
@@ -47,8 +44,8 @@ impl Servers {
     /// Starts PostgreSQL, PgBouncer and etcd of this run's own (as the
     /// engines' tests do) and creates the lease schema.
     pub(crate) fn start() -> Result<Servers> {
-        // The tests' own start-up code: it panics, with the server's log, when a
-        // server does not start.
+        // The tests' own servers: they panic, with the server's log, when
+        // one does not start.
         let mut postgres = std::panic::catch_unwind(|| {
             let mut pg = Postgres::start();
             let _ = pg.bouncer_url();
@@ -57,20 +54,21 @@ impl Servers {
         .map_err(|_| anyhow::anyhow!("PostgreSQL or PgBouncer did not start (see above)"))?;
         let postgres_url = postgres.url();
         let bouncer_url = postgres.bouncer_url();
-        let etcd = Etcd::start()?;
+        let etcd = std::panic::catch_unwind(|| Etcd::start_until(etcd_answers))
+            .map_err(|_| anyhow::anyhow!("etcd did not start (see above)"))?;
         let socket_url = data_dir(postgres.port)
             .and_then(|d| Some(d.parent()?.to_str()?.to_owned()))
             .map(|dir| {
                 format!(
                     "host={dir} port={} user={} dbname=postgres",
                     postgres.port,
-                    crate::pg::USER
+                    postgres::USER
                 )
             });
         Ok(Servers {
             postgres_url,
             bouncer_url,
-            etcd_endpoint: etcd.endpoint.clone(),
+            etcd_endpoint: etcd.endpoint(),
             socket_url,
             started: Some(Started { postgres, etcd }),
         })
@@ -99,7 +97,7 @@ impl Servers {
         Some(ServerProcesses {
             postmaster,
             bouncer,
-            etcd: started.etcd.pid(),
+            etcd: started.etcd.pid().as_raw_nonzero().get() as u32,
         })
     }
 }
@@ -232,101 +230,19 @@ fn data_dir(port: u16) -> Option<PathBuf> {
         .map(|w| PathBuf::from(&w[1]))
 }
 
-/// A single-member etcd on loopback ports with a temporary data directory;
-/// killed when dropped.
-struct Etcd {
-    _dir: tempfile::TempDir,
-    endpoint: String,
-    process: Child,
-}
-
-impl Etcd {
-    fn start() -> Result<Etcd> {
-        let binary = ["/usr/bin/etcd", "/usr/local/bin/etcd"]
-            .into_iter()
-            .map(PathBuf::from)
-            .chain(
-                std::env::var_os("PATH")
-                    .iter()
-                    .flat_map(std::env::split_paths)
-                    .map(|d| d.join("etcd")),
-            )
-            .find(|p| p.is_file())
-            .context("no etcd binary on PATH (Debian: apt-get install etcd-server)")?;
-        for _ in 0..5 {
-            let dir = tempfile::Builder::new()
-                .prefix("lockfile-bench-etcd")
-                .tempdir()
-                .context("cannot create etcd's data directory")?;
-            let (client, peer) = (free_port()?, free_port()?);
-            if client == peer {
-                continue;
-            }
-            let endpoint = format!("http://127.0.0.1:{client}");
-            let peer_url = format!("http://127.0.0.1:{peer}");
-            let log = File::create(dir.path().join("etcd.log"))?;
-            let process = Command::new(&binary)
-                .arg("--name=bench")
-                .arg(format!("--data-dir={}", dir.path().join("data").display()))
-                .arg(format!("--listen-client-urls={endpoint}"))
-                .arg(format!("--advertise-client-urls={endpoint}"))
-                .arg(format!("--listen-peer-urls={peer_url}"))
-                .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-                .arg(format!("--initial-cluster=bench={peer_url}"))
-                .arg("--log-level=warn")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()
-                .with_context(|| format!("cannot start {}", binary.display()))?;
-            let mut etcd = Etcd {
-                _dir: dir,
-                endpoint,
-                process,
-            };
-            if etcd.wait_ready(Duration::from_secs(20))? {
-                return Ok(etcd);
-            }
-        }
-        bail!("etcd did not start on loopback ports after 5 attempts")
-    }
-
-    fn wait_ready(&mut self, limit: Duration) -> Result<bool> {
-        let until = Instant::now() + limit;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        while Instant::now() < until {
-            if self.process.try_wait()?.is_some() {
-                return Ok(false);
-            }
-            let ready = runtime.block_on(async {
-                let mut client = etcd_client::Client::connect([&self.endpoint], None).await?;
-                client.get("ready-probe", None).await
-            });
-            if ready.is_ok() {
-                return Ok(true);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(false)
-    }
-
-    fn pid(&self) -> u32 {
-        self.process.id()
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .context("cannot bind a loopback port")?
-        .port())
+/// Whether the etcd at `endpoint` serves requests yet: one read through
+/// etcd's own client.
+fn etcd_answers(endpoint: &str) -> bool {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return false;
+    };
+    runtime
+        .block_on(async {
+            let mut client = etcd_client::Client::connect([endpoint], None).await?;
+            client.get("ready-probe", None).await
+        })
+        .is_ok()
 }

@@ -7,11 +7,9 @@ pub(crate) mod fenced;
 pub(crate) mod hung_lease;
 pub(crate) mod ping;
 pub(crate) mod prometheus;
-/// Stopping a holder for a fault test: the etcd crate's.
-#[allow(unreachable_pub)]
-#[path = "../../../lockfile-etcd/tests/common/stopped.rs"]
-pub(crate) mod stopped;
 pub(crate) mod ticks;
+
+pub(crate) use lockfile_test_support::wait::{PATIENCE, wait_until};
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -19,10 +17,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// The longest a test waits for a wrapper that should end by itself, or for
-/// its COMMAND to print its first line.
-const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The signals `lockfile run` forwards to COMMAND.
 pub(crate) const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -403,16 +397,6 @@ pub(crate) fn require_flock() {
     );
 }
 
-/// Waits until `cond` holds, failing the test, saying what for, after
-/// [`PATIENCE`].
-pub(crate) fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Starts `lockfile run EXTRA LOCK sh -c SCRIPT`, whose SCRIPT prints `ready`
 /// first.
 pub(crate) fn start(extra: &[&str], lock: &Path, script: &str) -> Background {
@@ -453,32 +437,4 @@ pub(crate) fn write_executable(path: &Path, text: &str) {
         .write_all(text.as_bytes())
         .unwrap();
     assert!(child.wait().unwrap().success(), "write {}", path.display());
-}
-
-/// A file's bytes, size and modification time: everything a lock must leave
-/// alone in a file that is not ours.
-pub(crate) fn fingerprint(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
-    let meta = std::fs::metadata(path).unwrap();
-    (
-        std::fs::read(path).unwrap(),
-        meta.len(),
-        meta.modified().unwrap(),
-    )
-}
-
-/// Writes `content` and sets the modification time well in the past, so
-/// that any write or heartbeat would show.
-pub(crate) fn write_aged(path: &Path, content: &[u8]) {
-    std::fs::write(path, content).unwrap();
-    let past = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-    std::fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_times(
-            std::fs::FileTimes::new()
-                .set_modified(past)
-                .set_accessed(past),
-        )
-        .unwrap();
 }

@@ -1,22 +1,28 @@
-//! Test support: a real etcd per test, the monotonic clock shared by every
-//! process on the host, and raw etcd access for arranging faults.
+//! Test support: a real etcd per test (the workspace's test server), the
+//! monotonic clock shared by every process on the host, and raw etcd access
+//! for arranging faults.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod child;
-pub mod proxy;
-pub mod server;
-pub mod stopped;
 
 use std::time::{Duration, Instant};
 
 use lockfile_etcd::LeaseOptions;
 
-pub use server::Etcd;
+pub use lockfile_test_support::Etcd;
 
-impl Etcd {
+/// The test server, as this crate's tests start and use it.
+pub trait EtcdExt {
     /// Starts a single-member etcd and waits until the crate's own inspect
     /// gets an answer.
-    pub fn start() -> Etcd {
+    fn start() -> Etcd;
+
+    /// Lease options pointing at this server.
+    fn options(&self, ttl: Duration) -> LeaseOptions;
+}
+
+impl EtcdExt for Etcd {
+    fn start() -> Etcd {
         Etcd::start_until(|endpoint| {
             let mut probe = LeaseOptions::new();
             probe
@@ -26,8 +32,7 @@ impl Etcd {
         })
     }
 
-    /// Lease options pointing at this server.
-    pub fn options(&self, ttl: Duration) -> LeaseOptions {
+    fn options(&self, ttl: Duration) -> LeaseOptions {
         let mut opts = LeaseOptions::new();
         opts.endpoints([self.endpoint()]).ttl(ttl);
         opts

@@ -1,12 +1,8 @@
-//! Test support: a real PostgreSQL and PgBouncer per test, and the etcd
-//! engine's black-hole proxy.
+//! Test support: the engine's options on the workspace's test server, and
+//! the engine's events as a test captures them.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod events;
-pub mod pg;
-/// A loopback TCP proxy that can stop forwarding without closing anything.
-#[path = "../../../lockfile-etcd/tests/common/proxy.rs"]
-pub mod proxy;
 
 use std::time::Duration;
 

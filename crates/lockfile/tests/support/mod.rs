@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) use lockfile_test_support::foreign::{fingerprint, write_aged};
+pub(crate) use lockfile_test_support::wait_until;
 use std::io::{BufRead, BufReader};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
@@ -806,18 +808,6 @@ pub(crate) fn assert_acquirable(path: &Path) {
     guard.release().unwrap();
 }
 
-/// Waits up to 20 s for `cond`, then fails naming `what`.
-pub(crate) fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let started = std::time::Instant::now();
-    while !cond() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Runs util-linux flock(1) with `args` and returns its exit code.
 /// flock(1) `-n OPTION PATH true`: 0 when it got the lock, 1 on a conflict.
 pub(crate) fn flock_try(option: &str, path: &Path) -> i32 {
@@ -858,7 +848,7 @@ impl FlockHolder {
             .spawn()
             .expect("run flock(1)");
         let pid = child.id();
-        eventually("flock(1) to take the lock", || {
+        wait_until("flock(1) to take the lock", || {
             assert!(child.try_wait().unwrap().is_none(), "flock(1) exited early");
             lockfile::inspect(path).is_ok_and(|r| r.holders.iter().any(|h| h.pid == pid))
         });
@@ -887,32 +877,4 @@ pub(crate) fn assert_not_regular(err: &lockfile::Error, kind: &str) {
         matches!(err, lockfile::Error::NotRegularFile { kind: k, .. } if *k == kind),
         "{err:?}"
     );
-}
-
-/// A file's bytes, size and modification time: everything a lock must leave
-/// alone in a file that is not ours.
-pub(crate) fn fingerprint(path: &Path) -> (Vec<u8>, u64, std::time::SystemTime) {
-    let meta = std::fs::metadata(path).unwrap();
-    (
-        std::fs::read(path).unwrap(),
-        meta.len(),
-        meta.modified().unwrap(),
-    )
-}
-
-/// Writes `content` and sets the modification time well in the past, so
-/// that any write or heartbeat would show.
-pub(crate) fn write_aged(path: &Path, content: &[u8]) {
-    std::fs::write(path, content).unwrap();
-    let past = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-    std::fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_times(
-            std::fs::FileTimes::new()
-                .set_modified(past)
-                .set_accessed(past),
-        )
-        .unwrap();
 }

@@ -1,17 +1,17 @@
 //! A real etcd server per test, on loopback ports, with a temporary data
-//! directory. Only std, tempfile and rustix: the command's and the torture
-//! harness's tests include this file too (`#[path]`), and neither builds
-//! etcd's gRPC client for its tests. Each says itself when the server
-//! answers, with a client of its own.
+//! directory. No etcd client here: the command's and the torture harness's
+//! tests build none, so each user says when the server answers, with a
+//! client of its own.
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process};
+
+use crate::port::free_port;
 
 /// A single-member etcd of this test's own. Killed when dropped.
 pub struct Etcd {
@@ -38,13 +38,6 @@ pub fn etcd_binary() -> PathBuf {
              install it (Debian and Ubuntu: `apt-get install etcd-server`) and run the tests again"
         ),
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a loopback port")
-        .port()
 }
 
 impl Etcd {

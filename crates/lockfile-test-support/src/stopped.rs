@@ -1,14 +1,9 @@
 //! Stopping a holder for a fault test: whether a process has stopped, and
-//! stopping it at a moment when it is outside a write to the fenced store.
-//! Only std and the examples' store: the command's tests include this file
-//! too (`#[path]`).
+//! stopping it at a moment when it is outside a write to a fenced store.
 
 use std::time::{Duration, Instant};
 
-use lockfile_examples::FencedStore;
-
-/// The longest a stopped process may take to get off its CPU.
-const PATIENCE: Duration = Duration::from_secs(60);
+use crate::wait::PATIENCE;
 
 /// Whether every thread of `pid` has stopped (SIGSTOP), as their
 /// /proc/PID/task/TID/stat say: a process's own stat shows only its main
@@ -30,12 +25,13 @@ pub fn stopped(pid: u32) -> bool {
 
 /// Stops `writer` with `stop` (which may stop more, such as its process
 /// group) at a moment when it is outside a write to `store`, continuing it
-/// with `cont` and trying again while it is inside one: a writer stopped
-/// inside a write would keep every other writer waiting on the store's lock
-/// until it continues. Returns what the successful `stop` returned.
+/// with `cont` and trying again while it is inside one (`in_write`: the
+/// store's lock is taken): a writer stopped inside a write would keep every
+/// other writer waiting on the store's lock until it continues. Returns
+/// what the successful `stop` returned.
 pub fn stop_outside_a_write<T>(
     writer: u32,
-    store: &FencedStore,
+    in_write: impl Fn() -> bool,
     mut stop: impl FnMut() -> T,
     cont: impl Fn(),
 ) -> T {
@@ -50,7 +46,7 @@ pub fn stop_outside_a_write<T>(
             );
             std::thread::sleep(Duration::from_millis(1));
         }
-        if !store.busy().expect("try the store's lock") {
+        if !in_write() {
             return stopped_at;
         }
         cont();

@@ -27,7 +27,7 @@ fn main() -> ExitCode {
         Ok(report) => report,
         Err(e) => {
             println!("{}: {e}", Status::Unknown);
-            return ExitCode::from(Status::Unknown.code() as u8);
+            return Status::Unknown.into();
         }
     };
     let who = match (&report.state, &report.owner) {
@@ -39,5 +39,5 @@ fn main() -> ExitCode {
     for finding in &report.findings {
         println!("  {} {}: {finding}", finding.severity(), finding.kind());
     }
-    ExitCode::from(status.code() as u8)
+    status.into()
 }

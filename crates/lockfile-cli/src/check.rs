@@ -65,7 +65,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             } else {
                 textln!("UNKNOWN: {e}");
             }
-            return Status::Unknown.code();
+            return Status::Unknown.code().into();
         }
     };
     let mut verdicts = report.verdicts(args.max_failures);
@@ -101,7 +101,7 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             .collect();
         textln!("{status}: {what}: {}", said.join("; "));
     }
-    status.code()
+    status.code().into()
 }
 
 /// What is checked: a lock file, or a lease.
@@ -282,7 +282,7 @@ fn print_json(status: Status, verdicts: &[Verdict], report: Option<&Subject>, er
     #[derive(Serialize)]
     struct CheckJson<'a> {
         status: Status,
-        code: i32,
+        code: u8,
         verdicts: &'a [Verdict],
         report: Option<&'a Subject>,
         #[serde(skip_serializing_if = "Option::is_none")]

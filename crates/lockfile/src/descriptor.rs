@@ -20,6 +20,7 @@ use crate::acquire::{
 };
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
+use crate::holder::Named;
 use crate::inspect::{Liveness, judge_owner};
 use crate::record::{self, LockDocument, RELEASED_FLAG_OFFSET, RELEASED_TRUE, Release};
 use crate::sys::{self, Identity, LockMode};
@@ -239,8 +240,8 @@ fn lock_descriptor(opts: &LockOptions, fd: BorrowedFd<'_>, wait: Wait) -> Result
     // record, for the error, is read through an open file of our own.
     take_kernel_lock(&path, fd, mode, &wait, started, &|| {
         sys::reopen(fd, false)
-            .ok()
-            .and_then(|file| holder_record(&file, mode))
+            .map(|file| Named::new(&file, holder_record(&file, mode)))
+            .unwrap_or_default()
     })?;
     let outcome = if id.is_dir() {
         Err(NoRecord::Directory)

@@ -143,8 +143,11 @@ impl LockGuard {
     }
 
     /// Records a successful run in the lock file, for silence alarms
-    /// (`inspect` with `expect_every`, `lockfile check`). The time is kept by
-    /// later holders until one of them records a newer success.
+    /// (`inspect` with `expect_every`, `lockfile check`): the last success,
+    /// and the last run (`last_run`: succeeded, started when the lock was
+    /// taken, with no exit status, since the run is this process's own
+    /// work), as [`record_outcome`](Self::record_outcome) records them. Both
+    /// are kept by later holders until one of them records a newer run.
     ///
     /// A guard without a record ([`no_record`](Self::no_record)) has nowhere
     /// to keep it: the call writes nothing.
@@ -153,11 +156,12 @@ impl LockGuard {
     ///
     /// [`Error`] with [`Operation::Write`](crate::error::Operation::Write) when the record cannot be written.
     pub fn record_success(&mut self) -> Result<()> {
-        if self.no_record.is_some() {
-            return Ok(());
-        }
-        self.doc.last_success = Some(crate::clock::now());
-        self.write_document()
+        self.record_outcome(RunEnd {
+            outcome: Outcome::Succeeded,
+            exit_code: None,
+            signal: None,
+            started_at: self.doc.owner.acquired_at,
+        })
     }
 
     /// Records how this run ended, for `inspect` (`last_run`) and

@@ -5,7 +5,7 @@ use lockfile::inspect::Finding;
 use lockfile::record::Release;
 use lockfile::{Error, LockGuard, LockOptions, LockState};
 
-use crate::support::{ChildHolder, assert_acquirable, lock_path, tempdir};
+use crate::support::{ChildHolder, FlockHolder, assert_acquirable, lock_path, tempdir};
 
 #[test]
 fn try_acquire_reports_contention_and_names_the_child_holder() {
@@ -240,6 +240,32 @@ fn a_missing_directory_is_named_in_the_error() {
     assert!(!dir.path().join("no").exists());
 }
 
+/// A file where a directory should be (`/etc/passwd/x.lock`) is named, with
+/// the path, and never touched.
+#[test]
+fn a_file_where_the_directory_should_be_is_named_in_the_error() {
+    let dir = tempdir();
+    let file = dir.path().join("passwd");
+    std::fs::write(&file, "root:x:0:0\n").unwrap();
+    for path in [file.join("x.lock"), file.join("deeper/x.lock")] {
+        let err = LockGuard::try_acquire(&path).unwrap_err();
+        assert!(matches!(err, Error::NotADirectory { .. }), "{err:?}");
+        assert_eq!(err.path(), path);
+        assert!(
+            err.to_string().ends_with(&format!(
+                "`{}` is not a directory (a lock file's directory must be one)",
+                file.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(
+            std::io::Error::from(err).kind(),
+            std::io::ErrorKind::NotADirectory
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "root:x:0:0\n");
+}
+
 #[test]
 fn several_processes_never_overlap_while_reap_loops() {
     let dir = tempdir();
@@ -320,4 +346,41 @@ fn a_record_whose_release_is_unrecorded_is_free_once_nobody_holds_it() {
     assert_eq!(guard.record().release, Release::Recorded);
     guard.disown();
     assert_eq!(lockfile::inspect(&path).unwrap().state, LockState::Stale);
+}
+
+/// A holder that writes no record (util-linux flock(1)) is still named: by
+/// the pid and command the kernel's lock table shows, in the error's
+/// message and through `Error::holders`, as `inspect` names it.
+#[test]
+fn a_contention_error_names_a_holder_that_wrote_no_record() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "flocked.lock");
+    let theirs = FlockHolder::start(&[], &path);
+    for err in [
+        LockGuard::try_acquire(&path).unwrap_err(),
+        LockOptions::new()
+            .timeout(Duration::from_millis(50))
+            .acquire(&path)
+            .unwrap_err(),
+    ] {
+        assert!(err.is_contended(), "{err}");
+        assert!(err.owner().is_none(), "{err}");
+        let pids: Vec<u32> = err.holders().iter().map(|h| h.pid).collect();
+        assert_eq!(pids, [theirs.pid()], "{err}");
+        assert_eq!(err.holders()[0].command.as_deref(), Some("flock"));
+        let message = err.to_string();
+        assert!(
+            message.ends_with(&format!(
+                "a holder that wrote no owner record: pid {} (flock)",
+                theirs.pid()
+            )),
+            "{message}"
+        );
+    }
+    drop(theirs);
+    // A holder that wrote a record is named by it: the kernel is not asked.
+    let (_child, _) = ChildHolder::hold(&path, "recorded");
+    let err = LockGuard::try_acquire(&path).unwrap_err();
+    assert!(err.owner().is_some(), "{err}");
+    assert!(err.holders().is_empty(), "{err}");
 }

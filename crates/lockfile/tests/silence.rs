@@ -45,3 +45,23 @@ fn acquire_never_carries_a_last_success_out_of_debris() {
         report.findings
     );
 }
+
+/// `record_success` fills the last run as well as the last success, so that
+/// a library holder's report reads as the command's does.
+#[test]
+fn record_success_also_records_the_last_run() {
+    let dir = tempdir();
+    let path = lock_path(&dir, "job.lock");
+    let mut guard = LockGuard::try_acquire(&path).unwrap();
+    guard.record_success().unwrap();
+    guard.release().unwrap();
+    let report = lockfile::inspect(&path).unwrap();
+    let run = report.last_run.expect("a last run");
+    assert_eq!(run.outcome, lockfile::history::Outcome::Succeeded);
+    assert_eq!(
+        (run.exit_code, run.signal, run.consecutive_failures),
+        (None, None, 0)
+    );
+    assert_eq!(report.last_success, Some(run.finished_at));
+    assert!(run.started_at <= run.finished_at);
+}

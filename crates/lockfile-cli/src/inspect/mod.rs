@@ -42,10 +42,10 @@ pub(crate) fn emit(args: &InspectArgs, text: &str, status: i32) -> i32 {
             errln!("lockfile: --output: {e}");
             // As for a path that could not be inspected: only a critical
             // finding ranks above it.
-            if status == Status::Critical.code() {
+            if status == i32::from(Status::Critical.code()) {
                 status
             } else {
-                Status::Unknown.code()
+                i32::from(Status::Unknown.code())
             }
         }
     }
@@ -92,6 +92,7 @@ pub(crate) fn worst(severities: impl Iterator<Item = Option<Option<Severity>>>) 
         .max()
         .unwrap_or(Status::Ok)
         .code()
+        .into()
 }
 
 fn json(outcomes: &[Outcome]) -> String {

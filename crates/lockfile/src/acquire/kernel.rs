@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::error::Operation;
 use crate::evict::{self, Eviction, Patience};
+use crate::holder::Named;
 use crate::inspect::{Liveness, judge_owner};
 use crate::record::{self, LockDocument, Release};
 use crate::sys::{self, LockMode};
@@ -38,7 +39,7 @@ pub(super) fn lock_or_evict(
     if sys::try_lock(file.as_fd(), LockMode::Exclusive).map_err(lock_err)? {
         return Ok(None);
     }
-    report_contention(path, &|| read_owner(file));
+    report_contention(path, &|| Named::new(file, read_owner(file)));
     let patience = match wait {
         Wait::No => Patience::Once,
         Wait::Until(deadline) => Patience::Until(*deadline),
@@ -48,14 +49,14 @@ pub(super) fn lock_or_evict(
 }
 
 /// Takes the kernel lock on the open file `fd` refers to, in `mode`, as
-/// `wait` allows. `holder` reads the record to name in a contention error.
+/// `wait` allows. `holder` names the holder in a contention error.
 pub(crate) fn take_kernel_lock(
     path: &Path,
     fd: BorrowedFd<'_>,
     mode: LockMode,
     wait: &Wait,
     started: Instant,
-    holder: &dyn Fn() -> Option<Box<OwnerRecord>>,
+    holder: &dyn Fn() -> Named,
 ) -> Result<()> {
     let lock_err = |e: io::Error| Error::from_io(Operation::Lock, path, e);
     if sys::try_lock(fd, mode).map_err(lock_err)? {
@@ -72,10 +73,12 @@ pub(crate) fn take_kernel_lock(
             if sys::lock_until(fd, mode, *deadline).map_err(lock_err)? {
                 Ok(())
             } else {
+                let Named { owner, holders } = holder();
                 Err(Error::Timeout {
                     path: path.to_path_buf(),
                     waited: started.elapsed(),
-                    owner: holder(),
+                    owner,
+                    holders,
                     not_evicted: None,
                 })
             }
@@ -125,28 +128,37 @@ fn read_document(file: &File) -> Option<LockDocument> {
 
 /// Emits `lock_contended` before a wait, reading the holder's record only
 /// when someone listens.
-fn report_contention(path: &Path, holder: &dyn Fn() -> Option<Box<OwnerRecord>>) {
+fn report_contention(path: &Path, holder: &dyn Fn() -> Named) {
     if tracing::enabled!(tracing::Level::INFO) {
         let _ = contended(path, holder());
     }
 }
 
-fn contended(path: &Path, owner: Option<Box<OwnerRecord>>) -> Error {
-    if let Some(o) = &owner {
-        tracing::info!(
+fn contended(path: &Path, Named { owner, holders }: Named) -> Error {
+    match (&owner, holders.first()) {
+        (Some(o), _) => tracing::info!(
             name: "lock_contended",
             event = "lock_contended",
             path = %crate::text::path(path),
             holder_pid = o.pid,
             holder_host = &*o.hostname,
             holder_age_s = o.age(std::time::SystemTime::now()).as_secs(),
-        );
-    } else {
-        tracing::info!(name: "lock_contended", event = "lock_contended", path = %crate::text::path(path));
+        ),
+        // No record: the kernel's holder, on this host.
+        (None, Some(h)) => tracing::info!(
+            name: "lock_contended",
+            event = "lock_contended",
+            path = %crate::text::path(path),
+            holder_pid = h.pid,
+        ),
+        (None, None) => {
+            tracing::info!(name: "lock_contended", event = "lock_contended", path = %crate::text::path(path));
+        }
     }
     Error::Contended {
         path: path.to_path_buf(),
         owner,
+        holders,
         not_evicted: None,
     }
 }

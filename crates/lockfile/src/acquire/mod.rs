@@ -18,6 +18,7 @@ use std::time::Instant;
 use crate::content::{Content, NoRecord};
 use crate::error::Operation;
 use crate::guard::LockGuard;
+use crate::holder::Named;
 use crate::record::{self, MAX_RECORD_BYTES, peek};
 use crate::sys::{self, LockMode};
 use crate::{Error, LockOptions, Result, Wait};
@@ -164,7 +165,7 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
                 eviction = lock_or_evict(opts, path, &file, &wait, started)?.or(eviction);
             } else {
                 take_kernel_lock(path, file.as_fd(), mode, &wait, started, &|| {
-                    holder_record(&file, mode)
+                    Named::new(&file, holder_record(&file, mode))
                 })?;
             }
         }

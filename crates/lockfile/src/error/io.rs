@@ -29,6 +29,12 @@ impl Error {
                     source,
                 }
             }
+            Some(libc::ENOTDIR) => Error::NotADirectory {
+                op,
+                not_dir: first_non_directory(path),
+                path: path_buf,
+                source,
+            },
             Some(libc::EACCES | libc::EPERM) => Error::PermissionDenied {
                 op,
                 hint: generic_permission_hint(op).to_owned(),
@@ -106,6 +112,7 @@ impl From<Error> for io::Error {
             }
             Error::Timeout { .. } => io::ErrorKind::TimedOut,
             Error::DirectoryNotFound { .. } => io::ErrorKind::NotFound,
+            Error::NotADirectory { .. } => io::ErrorKind::NotADirectory,
             Error::PermissionDenied { .. }
             | Error::NotOurRun { .. }
             | Error::PlantedFile { .. } => io::ErrorKind::PermissionDenied,
@@ -120,6 +127,21 @@ impl From<Error> for io::Error {
         };
         io::Error::new(kind, e)
     }
+}
+
+/// The first component of `path` that exists and is not a directory: what
+/// ENOTDIR is about. Followed as the kernel follows it (`metadata`), from
+/// the root down; the path's parent when none is found (the path changed
+/// since the failure).
+fn first_non_directory(path: &Path) -> std::path::PathBuf {
+    let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
+    ancestors.reverse();
+    ancestors
+        .into_iter()
+        .chain([path])
+        .find(|p| !p.as_os_str().is_empty() && std::fs::metadata(p).is_ok_and(|m| !m.is_dir()))
+        .unwrap_or_else(|| parent_dir(path))
+        .to_path_buf()
 }
 
 /// What to do about a refused permission, said without looking.

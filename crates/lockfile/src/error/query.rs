@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::variants::{Error, EvictionRefused};
-use crate::OwnerRecord;
+use crate::{Holder, OwnerRecord};
 
 impl Error {
     /// Whether the lock is held by someone else ([`Error::Contended`] or
@@ -36,6 +36,17 @@ impl Error {
         }
     }
 
+    /// The processes holding the lock when no record names them, for
+    /// [`Error::Contended`] and [`Error::Timeout`]: as the kernel's lock
+    /// table shows them from here (util-linux flock(1), shared holders).
+    /// Empty when [`owner`](Self::owner) names the holder.
+    pub fn holders(&self) -> &[Holder] {
+        match self {
+            Error::Contended { holders, .. } | Error::Timeout { holders, .. } => holders,
+            _ => &[],
+        }
+    }
+
     /// Why the holder was not evicted, for [`Error::Contended`] and
     /// [`Error::Timeout`] from an acquire with
     /// [`LockOptions::evict_after`](crate::LockOptions::evict_after).
@@ -54,6 +65,7 @@ impl Error {
             Error::Contended { path, .. }
             | Error::Timeout { path, .. }
             | Error::DirectoryNotFound { path, .. }
+            | Error::NotADirectory { path, .. }
             | Error::PermissionDenied { path, .. }
             | Error::ReadOnlyFilesystem { path, .. }
             | Error::NoSpace { path, .. }

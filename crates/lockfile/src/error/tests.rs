@@ -26,6 +26,16 @@ fn messages_name_the_operation_and_the_path() {
     );
     let e = Error::from_io(
         Operation::Open,
+        Path::new("/etc/passwd/x.lock"),
+        io::Error::from_raw_os_error(libc::ENOTDIR),
+    );
+    assert!(matches!(e, Error::NotADirectory { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "cannot open lock file `/etc/passwd/x.lock`: `/etc/passwd` is not a directory (a lock file's directory must be one)"
+    );
+    let e = Error::from_io(
+        Operation::Open,
         Path::new("/proc/y.lock"),
         io::Error::from_raw_os_error(libc::EACCES),
     );
@@ -80,6 +90,7 @@ fn an_error_converts_into_an_io_error_of_the_closest_kind() {
     let contended: io::Error = Error::Contended {
         path: "/x/y.lock".into(),
         owner: None,
+        holders: Vec::new(),
         not_evicted: None,
     }
     .into();

@@ -2,14 +2,13 @@
 //! contention error carries: one file, since each type holds the other
 //! (a refusal to evict may come of an error inspecting the holder).
 
-use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::operation::Operation;
 use super::wording;
-use crate::{OwnerRecord, text};
+use crate::{Holder, OwnerRecord, text};
 
 /// Everything that can go wrong while locking, inspecting or reaping.
 ///
@@ -18,13 +17,10 @@ use crate::{OwnerRecord, text};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Someone else holds the lock. `owner` is their record when it could be read.
-    #[error(
-        "`{}` is locked by {}{}",
-        text::path(path),
-        OwnerRecord::describe(owner.as_deref()),
-        NotEvicted(not_evicted.as_deref())
-    )]
+    /// Someone else holds the lock. `owner` is their record when it could
+    /// be read; otherwise `holders` names the processes the kernel shows.
+    #[error("`{}` is locked by {}", text::path(path), wording::holder(owner.as_deref(), holders, not_evicted.as_deref().map(ToString::to_string)))]
+    #[non_exhaustive]
     Contended {
         /// The lock file.
         path: PathBuf,
@@ -32,18 +28,16 @@ pub enum Error {
         /// `None` when the holders hold the lock shared: they keep no record,
         /// and one left in the file is an earlier holder's.
         owner: Option<Box<OwnerRecord>>,
+        /// The kernel's holders, as [`inspect`](crate::inspect) lists them,
+        /// when no record names one (flock(1), shared holders); else empty.
+        holders: Vec<Holder>,
         /// Why the holder was not evicted, when
         /// [`LockOptions::evict_after`](crate::LockOptions::evict_after) asked.
         not_evicted: Option<Box<EvictionRefused>>,
     },
     /// A bounded wait ended before the lock came free.
-    #[error(
-        "gave up waiting for `{}` after {}: it is locked by {}{}",
-        text::path(path),
-        humantime::format_duration(*waited),
-        OwnerRecord::describe(owner.as_deref()),
-        NotEvicted(not_evicted.as_deref())
-    )]
+    #[error("gave up waiting for `{}` after {}: it is locked by {}", text::path(path), humantime::format_duration(*waited), wording::holder(owner.as_deref(), holders, not_evicted.as_deref().map(ToString::to_string)))]
+    #[non_exhaustive]
     Timeout {
         /// The lock file.
         path: PathBuf,
@@ -52,6 +46,8 @@ pub enum Error {
         /// The holder's owner record at the moment the wait ended, when
         /// readable (`None` against shared holders, as for `Contended`).
         owner: Option<Box<OwnerRecord>>,
+        /// The kernel's holders when no record names one, as for `Contended`.
+        holders: Vec<Holder>,
         /// Why the holder was not evicted, when
         /// [`LockOptions::evict_after`](crate::LockOptions::evict_after) asked:
         /// the last judgement of the wait.
@@ -71,6 +67,25 @@ pub enum Error {
         /// The missing directory.
         dir: PathBuf,
         /// The error the kernel returned (ENOENT).
+        source: io::Error,
+    },
+    /// A component of the path that should be a directory is a file
+    /// (`/etc/passwd/x.lock`): ENOTDIR.
+    #[error(
+        "cannot {op} `{}`: `{}` is not a directory (a lock file's directory must be one)",
+        text::path(path),
+        text::path(not_dir)
+    )]
+    NotADirectory {
+        /// The failed operation.
+        op: Operation,
+        /// The lock file, or the directory asked for.
+        path: PathBuf,
+        /// The first component of `path` that is not a directory, as far as
+        /// a look after the failure tells (its parent when none could be
+        /// found: the path changed meanwhile).
+        not_dir: PathBuf,
+        /// The error the kernel returned (ENOTDIR).
         source: io::Error,
     },
     /// The operating system refused access.
@@ -269,19 +284,6 @@ pub enum Error {
         /// The underlying error.
         source: io::Error,
     },
-}
-
-/// Why a holder was not evicted, after the holder: nothing for a plain
-/// conflict.
-struct NotEvicted<'a>(Option<&'a EvictionRefused>);
-
-impl fmt::Display for NotEvicted<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(why) => write!(f, "; not evicted: {why}"),
-            None => Ok(()),
-        }
-    }
 }
 
 /// Why an acquire with [`LockOptions::evict_after`](crate::LockOptions::evict_after)

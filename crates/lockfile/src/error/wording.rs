@@ -1,6 +1,29 @@
-//! The words for processes and their uids in the eviction messages: what a
-//! message says when a figure could not be read, kept out of the variants'
-//! attributes so that those stay one line each.
+//! The words for processes and their uids in the contention and eviction
+//! messages: what a message says when a figure could not be read, kept out
+//! of the variants' attributes so that those stay one line each.
+
+use crate::{Holder, OwnerRecord};
+
+/// A lock's holder: its record, or, when it wrote none, the processes the
+/// kernel names (`a holder that wrote no owner record: pid 18923 (flock)`);
+/// then why it was not evicted, when an eviction was asked for.
+pub(super) fn holder(
+    owner: Option<&OwnerRecord>,
+    holders: &[Holder],
+    not_evicted: Option<String>,
+) -> String {
+    let mut said = OwnerRecord::describe(owner).to_string();
+    if owner.is_none() && !holders.is_empty() {
+        let pids: Vec<String> = holders.iter().map(Holder::to_string).collect();
+        said.push_str(": ");
+        said.push_str(&pids.join(", "));
+    }
+    if let Some(why) = not_evicted {
+        said.push_str("; not evicted: ");
+        said.push_str(&why);
+    }
+    said
+}
 
 /// A holder the kernel names by PID or not at all.
 pub(super) fn unidentified(pid: Option<u32>) -> String {

@@ -63,6 +63,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{EvictionRefused, Operation};
+use crate::holder::Named;
 use crate::record::{self, LockDocument};
 use crate::sys;
 use crate::{Error, LockOptions, Result};
@@ -185,18 +186,21 @@ fn refusal(
         .ok()
         .and_then(|content| LockDocument::decode(&content).ok())
         .map(|doc| Box::new(doc.owner));
+    let Named { owner, holders } = Named::new(file, owner);
     let not_evicted = Some(Box::new(reason));
     if timed_out {
         Error::Timeout {
             path: path.to_path_buf(),
             waited: started.elapsed(),
             owner,
+            holders,
             not_evicted,
         }
     } else {
         Error::Contended {
             path: path.to_path_buf(),
             owner,
+            holders,
             not_evicted,
         }
     }

@@ -68,14 +68,22 @@ impl Status {
         }
     }
 
-    /// The plugin's exit code: 0, 1, 3 or 2.
-    pub fn code(self) -> i32 {
+    /// The plugin's exit code: 0, 1, 3 or 2, as `std::process::exit` and
+    /// `ExitCode` take it (`ExitCode::from(status)` does it in one step).
+    pub fn code(self) -> u8 {
         match self {
             Status::Ok => 0,
             Status::Warning => 1,
             Status::Critical => 2,
             Status::Unknown => 3,
         }
+    }
+}
+
+impl From<Status> for std::process::ExitCode {
+    /// Exits with the plugin's status: `fn main() -> ExitCode { status.into() }`.
+    fn from(status: Status) -> std::process::ExitCode {
+        std::process::ExitCode::from(status.code())
     }
 }
 

@@ -22,14 +22,21 @@ pub enum Unhealthy {
         threshold: Duration,
     },
     /// It has held the lock longer than the maximum runtime it recorded
-    /// ([`Finding::Overrunning`](crate::inspect::Finding::Overrunning)), or than
-    /// [`InspectOptions::max_age`](crate::inspect::InspectOptions::max_age) when one
-    /// was given ([`Finding::Aged`](crate::inspect::Finding::Aged)).
+    /// itself ([`Finding::Overrunning`](crate::inspect::Finding::Overrunning)).
     Overrunning {
         /// How long it has held the lock.
         held: Duration,
-        /// The limit it crossed.
+        /// The maximum runtime its record promised.
         max_runtime: Duration,
+    },
+    /// It has held the lock longer than the caller's
+    /// [`InspectOptions::max_age`](crate::inspect::InspectOptions::max_age)
+    /// ([`Finding::Aged`](crate::inspect::Finding::Aged)).
+    Aged {
+        /// How long it has held the lock.
+        held: Duration,
+        /// The age the caller allows.
+        max_age: Duration,
     },
     /// The lock is held, but the recorded owner is dead
     /// ([`Finding::OwnerDead`](crate::inspect::Finding::OwnerDead)): whatever holds it now (a process the owner
@@ -75,9 +82,9 @@ impl LockReport {
                     held: *age,
                     max_runtime: *max_runtime,
                 }),
-                Finding::Aged { age, threshold } => Some(Unhealthy::Overrunning {
+                Finding::Aged { age, threshold } => Some(Unhealthy::Aged {
                     held: *age,
-                    max_runtime: *threshold,
+                    max_age: *threshold,
                 }),
                 _ => None,
             })
@@ -110,6 +117,12 @@ impl fmt::Display for Unhealthy {
                 "held for {}, longer than its limit of {}",
                 d(held),
                 d(max_runtime)
+            ),
+            Unhealthy::Aged { held, max_age } => write!(
+                f,
+                "held for {}, longer than the {} allowed",
+                d(held),
+                d(max_age)
             ),
             Unhealthy::OwnerDead { pid, reason } => write!(
                 f,
@@ -178,9 +191,9 @@ mod tests {
         };
         assert_eq!(
             report(LockState::Held, vec![aged]).unhealthy(),
-            Some(Unhealthy::Overrunning {
+            Some(Unhealthy::Aged {
                 held: Duration::from_secs(10),
-                max_runtime: Duration::from_secs(1)
+                max_age: Duration::from_secs(1)
             })
         );
     }

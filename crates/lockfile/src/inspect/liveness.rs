@@ -1,27 +1,8 @@
 //! Whether a recorded owner lives, and who really holds a lock: judged by
 //! boot id, PID namespace and start time, never by a PID alone.
 
-use crate::sys::{self, KernelLocks, ProcessIdentity};
-use crate::{Holder, OwnerRecord};
-
-/// Resolves the kernel's view into live processes. `/proc/locks` names the
-/// process that took the lock; when that one is gone (or invisible from our
-/// namespace) the lock lives on in a descriptor someone inherited, so look
-/// for that someone, with one walk of every process's descriptors per table,
-/// however many files ask.
-pub(super) fn holders(locks: &KernelLocks, kernel_pids: &[i64], dev: u64, ino: u64) -> Vec<Holder> {
-    let visible: Vec<u32> = kernel_pids
-        .iter()
-        .filter_map(|&p| u32::try_from(p).ok())
-        .filter(|&p| p > 0 && sys::pid_exists(p))
-        .collect();
-    let pids = if visible.len() == kernel_pids.len() {
-        visible
-    } else {
-        locks.processes_holding(dev, ino)
-    };
-    pids.into_iter().map(Holder::from_pid).collect()
-}
+use crate::OwnerRecord;
+use crate::sys::{self, ProcessIdentity};
 
 /// Whether the process `pid` (in our namespace) is the one the record names,
 /// which may have written its PID from inside a container's PID namespace.

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use super::doubt::{self, Doubt, Reconsidered, Walked, Walks};
 use super::finding::Finding;
-use super::liveness::{Liveness, holder_is_owner, holders, judge_owner};
+use super::liveness::{Liveness, holder_is_owner, judge_owner};
 use super::options::InspectOptions;
 use super::report::{LockReport, LockState, empty_report};
 use super::rules::{self, Context};
@@ -26,7 +26,7 @@ use crate::error::Operation;
 use crate::record::{DecodeError, LockDocument, MAX_RECORD_BYTES};
 use crate::sys::{self, KernelHold, KernelLocks, ProcessIdentity};
 use crate::trust::{self, DirFacts, Planted};
-use crate::{Error, OwnerRecord, Result};
+use crate::{Error, Holder, OwnerRecord, Result};
 
 /// State shared by every file of one inspection: the options, the kernel's
 /// lock table, our identity, one clock reading, and filesystem types per device.
@@ -315,7 +315,7 @@ impl Scan<'_> {
     ) {
         report.state = rules::state(hold, sample.doc.as_ref(), sample.content_error.as_ref());
         if let KernelHold::Held { pids, shared } = hold {
-            report.holders = holders(&self.locks, pids, sample.dev, sample.ino);
+            report.holders = Holder::resolve(&self.locks, pids, sample.dev, sample.ino);
             report.shared = *shared;
         }
         self.findings(file, sample, liveness, report);
@@ -329,7 +329,7 @@ impl Scan<'_> {
             KernelHold::Free => report.state = LockState::Free,
             KernelHold::Held { pids, shared } => {
                 report.state = LockState::Held;
-                report.holders = holders(&self.locks, &pids, dev, ino);
+                report.holders = Holder::resolve(&self.locks, &pids, dev, ino);
                 report.shared = shared;
             }
         }

@@ -116,11 +116,13 @@ cargo clippy --workspace --exclude lockfile-etcd --all-targets -- -D warnings
 cargo clippy -p lockfile-cli --no-default-features -- -D warnings
 # The library's fallback for Unix systems without /proc, built on Linux so
 # that it cannot rot (it is not tested here: its inspect cannot name holders).
-RUSTFLAGS="--cfg lockfile_fallback" cargo clippy -p lockfile --target-dir target/fallback -- -D warnings
+RUSTFLAGS="--cfg lockfile_fallback" cargo clippy -p lockfile-core --target-dir target/fallback -- -D warnings
 # The fuzz targets: a package of their own (cargo-fuzz's layout, outside the
 # workspace), built here so that they cannot rot. Their bodies run over the
 # seed corpus as the `lockfile` crate's `fuzz_corpus` tests.
 cargo build --manifest-path fuzz/Cargo.toml --bins --quiet
+# The README's dependency line and library example, in a new project.
+scripts/readme-project.sh
 if [ "$etcd" != none ]; then
     RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
 else

@@ -22,6 +22,10 @@
 //! # }
 //! ```
 //!
+//! The package is `lockfile-core` (on crates.io, `lockfile` is another
+//! project's crate), imported as `lockfile`: `lockfile-core = "0.1"` in
+//! `Cargo.toml`.
+//!
 //! # The kernel is the authority
 //!
 //! A lock made of "the file exists", or of "the PID in the file is alive",

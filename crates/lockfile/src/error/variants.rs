@@ -28,7 +28,7 @@ pub enum Error {
         /// `None` when the holders hold the lock shared: they keep no record,
         /// and one left in the file is an earlier holder's.
         owner: Option<Box<OwnerRecord>>,
-        /// The kernel's holders, as [`inspect`](crate::inspect) lists them,
+        /// The kernel's holders, as [`inspect`](crate::inspect()) lists them,
         /// when no record names one (flock(1), shared holders); else empty.
         holders: Vec<Holder>,
         /// Why the holder was not evicted, when

@@ -44,13 +44,45 @@ impl Tmpfs {
         self.dir.path().join(name)
     }
 
-    fn remount(&self, options: &str) {
-        let status = Command::new("mount")
-            .args(["-o", &format!("remount,{options}")])
+    /// The same files through a read-only bind mount, unmounted on drop.
+    ///
+    /// Not a remount of the tmpfs itself: a remount to read-only fails with
+    /// EBUSY while any file on it is open for writing, and a child that
+    /// another test thread forks holds a copy of every descriptor until it
+    /// execs, the lock file's included. A new bind mount has no writers.
+    fn read_only_view(&self) -> ReadOnlyView {
+        let view = ReadOnlyView { dir: tempdir() };
+        let bind = Command::new("mount")
+            .arg("--bind")
             .arg(self.dir.path())
+            .arg(view.dir.path())
             .status()
-            .unwrap();
-        assert!(status.success(), "remount {options} failed");
+            .expect("run mount");
+        assert!(bind.success(), "mount --bind failed");
+        let read_only = Command::new("mount")
+            .args(["-o", "remount,bind,ro"])
+            .arg(view.dir.path())
+            .status()
+            .expect("run mount");
+        assert!(read_only.success(), "mount -o remount,bind,ro failed");
+        view
+    }
+}
+
+/// A read-only bind mount of a [`Tmpfs`].
+struct ReadOnlyView {
+    dir: tempfile::TempDir,
+}
+
+impl ReadOnlyView {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+impl Drop for ReadOnlyView {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
     }
 }
 
@@ -169,31 +201,32 @@ fn a_full_disk_fails_the_acquire_cleanly_and_leaves_nothing_held() {
 }
 
 #[test]
-#[ignore = "needs root: mounts and remounts a tmpfs"]
+#[ignore = "needs root: mounts a tmpfs and a read-only view of it"]
 fn a_read_only_filesystem_is_named_as_such() {
     let fs = Tmpfs::mount("size=64k");
     let existing = fs.path("existing.lock");
     LockGuard::acquire(&existing).unwrap().release().unwrap();
-    fs.remount("ro");
+    let ro = fs.read_only_view();
+    let existing = ro.path("existing.lock");
 
-    let err = LockGuard::try_acquire(fs.path("new.lock")).unwrap_err();
+    let err = LockGuard::try_acquire(ro.path("new.lock")).unwrap_err();
     assert!(matches!(err, Error::ReadOnlyFilesystem { .. }), "{err:?}");
     assert!(err.to_string().contains("read-only"), "{err}");
     let err = LockGuard::try_acquire(&existing).unwrap_err();
     assert!(matches!(err, Error::ReadOnlyFilesystem { .. }), "{err:?}");
     // Inspecting only reads, so it still works.
     assert_eq!(lockfile::inspect(&existing).unwrap().state, LockState::Free);
-    fs.remount("rw");
 }
 
 #[test]
-#[ignore = "needs root: mounts and remounts a tmpfs"]
+#[ignore = "needs root: mounts a tmpfs and a read-only view of it"]
 fn a_file_on_a_read_only_filesystem_is_locked_read_only_when_the_record_is_optional() {
     let fs = Tmpfs::mount("size=64k");
     let path = fs.path("job.lock");
     LockGuard::acquire(&path).unwrap().release().unwrap();
     let before = std::fs::read(&path).unwrap();
-    fs.remount("ro");
+    let ro = fs.read_only_view();
+    let path = ro.path("job.lock");
     let guard = LockOptions::new()
         .record_optional(true)
         .try_acquire(&path)
@@ -206,7 +239,6 @@ fn a_file_on_a_read_only_filesystem_is_locked_read_only_when_the_record_is_optio
     assert!(report.findings.is_empty(), "{:?}", report.findings);
     guard.release().unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), before);
-    fs.remount("rw");
 }
 
 #[test]

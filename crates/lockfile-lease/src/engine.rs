@@ -4,9 +4,10 @@
 //! implements [`Engine`] with its server operations (`ops.rs`).
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::OwnerRecord;
+use lockfile::check::{CheckOptions, Health};
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::{Claim, TickClaim};
 use lockfile::wait::Wait;
@@ -161,6 +162,32 @@ pub trait Engine: fmt::Debug + Send + Sync {
     ///
     /// A server error.
     fn inspect_all(&self) -> Result<Vec<LeaseReport>>;
+
+    /// Inspects the lease on `name` and judges its health now, as
+    /// `lockfile check` does: the same verdicts as for a lock file, except
+    /// `hung`, which a lease cannot tell (its renewals prove that the
+    /// wrapper lives, not that the command makes progress).
+    ///
+    /// ```no_run
+    /// # fn health(engine: &dyn lockfile_lease::Engine) -> lockfile_lease::Result<()> {
+    /// use std::time::Duration;
+    /// let health = engine.check(
+    ///     "nightly",
+    ///     lockfile::check::CheckOptions::new().expect_every(Duration::from_secs(86_400)),
+    /// )?;
+    /// println!("{health}"); // OK: etcd lease `nightly`: last success 2h ago
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`inspect`](Self::inspect): a check says `UNKNOWN` for them.
+    fn check(&self, name: &str, opts: &CheckOptions) -> Result<Health<LeaseReport>> {
+        let now = SystemTime::now();
+        let report = self.inspect(name)?.judged(opts.inspect_options(), now);
+        Ok(opts.judge(report, now))
+    }
 }
 
 /// A held lease, renewed in the background until released (the

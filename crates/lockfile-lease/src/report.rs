@@ -183,6 +183,28 @@ impl LeaseReport {
     }
 }
 
+impl lockfile::check::Subject for LeaseReport {
+    fn describe(&self) -> String {
+        format!(
+            "{} lease `{}`",
+            self.engine,
+            lockfile::text::escape(&self.name)
+        )
+    }
+
+    fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    fn last_run(&self) -> Option<&LastRun> {
+        self.last_run.as_ref()
+    }
+
+    fn last_success(&self) -> Option<SystemTime> {
+        self.last_success
+    }
+}
+
 impl LeaseReport {
     /// The most severe finding's severity, if any.
     pub fn severity(&self) -> Option<Severity> {

@@ -355,6 +355,7 @@
 
 mod acquire;
 mod beat;
+pub mod check;
 mod clock;
 mod content;
 pub mod descriptor;
@@ -365,6 +366,7 @@ mod guard;
 pub mod history;
 mod holder;
 pub mod inspect;
+pub mod json;
 mod options;
 mod paths;
 pub mod process;

@@ -24,6 +24,12 @@ pub(crate) fn display(t: SystemTime) -> humantime::Rfc3339Timestamp {
     humantime::format_rfc3339_micros(clamp(t))
 }
 
+/// `t` as RFC 3339 in UTC, to the second (`2026-12-01T14:27:27Z`), as
+/// messages spell ticks. Clamped first, as [`display`] is.
+pub(crate) fn seconds(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(clamp(t)).to_string()
+}
+
 /// Written through `Display`, which serde_json escapes as it goes: no
 /// string is allocated for it.
 pub(crate) fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

@@ -3,6 +3,7 @@
 mod support;
 
 mod big_files;
+mod check;
 mod content;
 mod contention;
 mod descriptor;

@@ -4,12 +4,12 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::Holder;
 
 /// How serious a finding is, in monitoring-plugin terms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Severity {
@@ -41,7 +41,7 @@ impl Severity {
 
 /// A monitoring-plugin status (Nagios, Icinga, Sensu and their kin): the
 /// word a check prints first, and its exit code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 // Exhaustive on purpose: the monitoring-plugin convention has these four
 // and no more, and checks map each to an exit code.

@@ -1,0 +1,25 @@
+//! The JSON contract: what the reports, the health checks and the
+//! `lockfile` command's `--json` output promise their readers.
+//!
+//! Every JSON object a report writes (a lock file's or a lease's report, a
+//! check's answer, a reap's entry, an error in their place) carries
+//! `"version": 1` ([`VERSION`]), and `docs/json.md` lists every key with
+//! its type and unit; a test holds that list to what is really written.
+//!
+//! Within one version:
+//!
+//! - a minor release may **add** keys to an object, values to a `kind` or
+//!   `state`, and findings or verdicts of new kinds: a reader ignores what
+//!   it does not know, as this crate's `Deserialize` impls do;
+//! - no key is removed, renamed or changes its type or unit, and no value
+//!   changes its meaning;
+//! - durations are seconds (a float where a fraction matters), times are
+//!   RFC 3339 strings in UTC, paths are strings (see
+//!   [`JsonPath`](crate::inspect::JsonPath) for bytes that are not UTF-8).
+//!
+//! Anything else is a new version, in a major release. The owner record in
+//! a lock file is another document with its own `format` (1) and rules
+//! ([`OwnerRecord`](crate::OwnerRecord)).
+
+/// The version of the JSON contract written in every object's `version`.
+pub const VERSION: u32 = 1;

@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 use lockfile::OwnerRecord;
 use lockfile::history::LastRun;
 use lockfile::inspect::{BelievedHistory, Described, Finding, InspectOptions, Severity, TimeField};
+use lockfile::json::OwnerJson;
 use lockfile::tick::Claim;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::History;
 
@@ -24,9 +25,10 @@ pub type LeaseState = lockfile::LockState;
 /// lock file's report, plus the lease's own keys.
 ///
 /// ```json
-/// {"engine":"etcd","name":"nightly","key":"lockfile/locks/nightly","state":"held",
+/// {"version":1,"engine":"etcd","name":"nightly","key":"lockfile/locks/nightly","state":"held",
 ///  "owner":{"pid":4242,"hostname":"web-1","token":"…","job":"nightly",
-///           "acquired_at":"2026-01-02T03:04:05.000000Z","heartbeat_interval_ms":3333},
+///           "acquired_at":"2026-01-02T03:04:05.000000Z","heartbeat_interval_ms":3333,
+///           "heartbeat_interval_seconds":3.333},
 ///  "fencing_token":1187,"lease_id":7587869727512379142,
 ///  "ttl_seconds":10.0,"ttl_remaining_seconds":8.0,
 ///  "last_run":{"started_at":"2026-01-01T03:04:05.000000Z","finished_at":"2026-01-01T03:09:05.000000Z",
@@ -39,7 +41,7 @@ pub type LeaseState = lockfile::LockState;
 #[non_exhaustive]
 pub struct LeaseReport {
     /// The engine that keeps the lease: `etcd`, `postgres`.
-    pub engine: &'static str,
+    pub engine: String,
     /// The lease name.
     pub name: String,
     /// Where the engine keeps it (an etcd key, a table row's name).
@@ -96,9 +98,9 @@ pub struct Holding<'a> {
 
 impl LeaseReport {
     /// A lease nobody holds, with no history yet.
-    pub fn free(engine: &'static str, name: &str, key: &str) -> LeaseReport {
+    pub fn free(engine: &str, name: &str, key: &str) -> LeaseReport {
         LeaseReport {
-            engine,
+            engine: engine.to_owned(),
             name: name.to_owned(),
             key: key.to_owned(),
             state: LeaseState::Free,
@@ -216,11 +218,12 @@ impl Serialize for LeaseReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct ReportJson<'a> {
+            version: u32,
             engine: &'a str,
             name: &'a str,
             key: &'a str,
             state: LeaseState,
-            owner: Option<&'a OwnerRecord>,
+            owner: Option<OwnerJson<'a>>,
             fencing_token: Option<u64>,
             lease_id: Option<i64>,
             ttl_seconds: Option<f64>,
@@ -236,11 +239,12 @@ impl Serialize for LeaseReport {
             findings: Vec<Described<'a>>,
         }
         ReportJson {
-            engine: self.engine,
+            version: lockfile::json::VERSION,
+            engine: &self.engine,
             name: &self.name,
             key: &self.key,
             state: self.state,
-            owner: self.owner.as_ref(),
+            owner: self.owner.as_ref().map(OwnerJson),
             fencing_token: self.fencing_token,
             lease_id: self.lease_id,
             ttl_seconds: self.ttl.map(|d| d.as_secs_f64()),
@@ -255,6 +259,67 @@ impl Serialize for LeaseReport {
             findings: self.findings.iter().map(Finding::described).collect(),
         }
         .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for LeaseReport {
+    /// Reads what [`Serialize`] wrote, of this version or a later minor one:
+    /// unknown keys are ignored, and so is a finding of a kind this version
+    /// does not know. The history as read is the history as written, so a
+    /// report read back can be judged again.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct ReadJson {
+            engine: String,
+            name: String,
+            key: String,
+            state: LeaseState,
+            owner: Option<OwnerRecord>,
+            fencing_token: Option<u64>,
+            lease_id: Option<i64>,
+            ttl_seconds: Option<f64>,
+            ttl_remaining_seconds: Option<f64>,
+            #[serde(default)]
+            content_error: Option<String>,
+            last_run: Option<LastRun>,
+            last_success: Option<String>,
+            #[serde(default)]
+            last_claimed_tick: Option<Claim>,
+            #[serde(default)]
+            history_error: Option<String>,
+            #[serde(deserialize_with = "lockfile::json::known_findings")]
+            findings: Vec<Finding>,
+        }
+        let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
+        let r = ReadJson::deserialize(d)?;
+        let last_success = r
+            .last_success
+            .map(|t| humantime::parse_rfc3339(&t))
+            .transpose()
+            .map_err(serde::de::Error::custom)?;
+        let read = BelievedHistory::new(
+            r.last_run.clone(),
+            last_success,
+            r.last_claimed_tick.clone(),
+        );
+        Ok(LeaseReport {
+            engine: r.engine,
+            name: r.name,
+            key: r.key,
+            state: r.state,
+            owner: r.owner,
+            fencing_token: r.fencing_token,
+            lease_id: r.lease_id,
+            ttl: secs(r.ttl_seconds),
+            ttl_remaining: secs(r.ttl_remaining_seconds),
+            content_error: r.content_error,
+            last_run: r.last_run,
+            last_success,
+            last_claimed_tick: r.last_claimed_tick,
+            history_error: r.history_error,
+            findings: r.findings,
+            read: Box::new(read),
+        })
     }
 }
 
@@ -324,6 +389,23 @@ mod tests {
             assert!(json.get(key).is_some(), "{key} in {json}");
         }
         assert_eq!(json["findings"][0]["kind"], "overrunning");
+        assert_eq!(json["version"], 1);
+        // It reads back as it was written, and is judged again the same;
+        // what a later minor version adds is read past.
+        let back: LeaseReport = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+        assert_eq!(back.owner, report.owner);
+        let opts = InspectOptions::new();
+        let judged = |r: LeaseReport| r.judged(&opts, later).findings;
+        assert_eq!(judged(back), judged(report.clone()));
+        let mut newer = json.clone();
+        newer["added_later"] = serde_json::json!([1]);
+        newer["findings"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"kind": "a_later_kind", "severity": "critical"}));
+        let back: LeaseReport = serde_json::from_value(newer).unwrap();
+        assert_eq!(back.findings.len(), report.findings.len());
         // Free again: nothing is overrunning.
         let free = LeaseReport::free("etcd", "nightly", "k").judged(&InspectOptions::new(), later);
         assert!(free.findings.is_empty());

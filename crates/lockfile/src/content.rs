@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::{DecodeError, LockDocument};
 
@@ -12,7 +12,7 @@ use crate::record::{DecodeError, LockDocument};
 /// Only [`Content::Foreign`](crate::inspect::Content::Foreign) content is someone else's: a lock on such a file
 /// is taken (when asked to) without writing anything into it, and `reap`
 /// never removes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Content {
@@ -88,7 +88,7 @@ impl fmt::Display for Content {
 /// writes one, whatever the file holds), then
 /// [`ForeignContent`](NoRecord::ForeignContent), [`ReadOnly`](NoRecord::ReadOnly)
 /// and [`Descriptor`](NoRecord::Descriptor).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum NoRecord {

@@ -4,13 +4,13 @@
 use std::fmt;
 use std::fs::File;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::OwnerRecord;
 use crate::sys::{self, KernelHold, KernelLocks};
 
 /// A process that holds a kernel lock.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Holder {
     /// Its PID in our PID namespace.

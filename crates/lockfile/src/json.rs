@@ -23,3 +23,58 @@
 
 /// The version of the JSON contract written in every object's `version`.
 pub const VERSION: u32 = 1;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::OwnerRecord;
+use crate::inspect::Finding;
+
+/// An owner record as a report shows it: the record's own keys, and its
+/// heartbeat interval in seconds beside the record's milliseconds
+/// (`heartbeat_interval_seconds`), since a report's durations are seconds.
+///
+/// For the lease crates, whose reports show records too.
+// Exhaustive on purpose: a wrapper around a record, with nothing else it
+// could ever hold.
+#[allow(clippy::exhaustive_structs)]
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct OwnerJson<'a>(#[serde(serialize_with = "owner")] pub &'a OwnerRecord);
+
+fn owner<S: serde::Serializer>(record: &&OwnerRecord, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Shown<'a> {
+        #[serde(flatten)]
+        record: &'a OwnerRecord,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        heartbeat_interval_seconds: Option<f64>,
+    }
+    Shown {
+        record,
+        heartbeat_interval_seconds: record.heartbeat_interval().map(|d| d.as_secs_f64()),
+    }
+    .serialize(s)
+}
+
+/// A report's findings, leaving out those of a kind this version does not
+/// know (a later minor version's), so that the rest still reads: for
+/// `#[serde(deserialize_with = "lockfile::json::known_findings")]`.
+///
+/// # Errors
+///
+/// The deserializer's, when the findings are not a list.
+pub fn known_findings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Finding>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Read {
+        Known(Finding),
+        Unknown(serde::de::IgnoredAny),
+    }
+    let read = Vec::<Read>::deserialize(d)?;
+    Ok(read
+        .into_iter()
+        .filter_map(|r| match r {
+            Read::Known(finding) => Some(finding),
+            Read::Unknown(_) => None,
+        })
+        .collect())
+}

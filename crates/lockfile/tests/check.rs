@@ -68,6 +68,19 @@ fn failures_in_a_row_are_failing_from_the_threshold_on() {
     assert!(health.to_string().starts_with("CRITICAL: `"), "{health}");
     assert!(!health.is_healthy());
 
+    // Its JSON carries the contract's version and the plugin's code, and
+    // reads back.
+    let json = serde_json::to_value(&health).unwrap();
+    assert_eq!(
+        (json["version"].clone(), json["code"].clone()),
+        (1.into(), 2.into())
+    );
+    assert_eq!(json["verdicts"][0]["kind"], "failing");
+    let back: lockfile::check::Health<lockfile::LockReport> = serde_json::from_value(json).unwrap();
+    assert_eq!(back.verdicts, health.verdicts);
+    assert_eq!(back.status, health.status);
+    assert_eq!(back.report.last_run, health.report.last_run);
+
     let health = CheckOptions::new().max_failures(3).check(&path).unwrap();
     assert_eq!(health.status, Status::Ok, "{health}");
     // Zero failures allowed would alarm on every success: it counts as one.

@@ -15,6 +15,7 @@ mod fuzz_corpus;
 mod history;
 mod inspect;
 mod interop;
+mod json;
 mod model;
 mod planted;
 mod races;

@@ -101,8 +101,14 @@ fn json(outcomes: &[Outcome]) -> String {
         .map(|(path, r)| match r {
             Ok(report) => serde_json::to_value(report).expect("a report serialises"),
             Err(e) => {
-                let mut value = serde_json::to_value(lockfile::inspect::JsonPath(path))
+                let mut value = serde_json::json!({ "version": lockfile::json::VERSION });
+                let path = serde_json::to_value(lockfile::inspect::JsonPath(path))
                     .expect("a path serialises");
+                if let (Some(value), serde_json::Value::Object(path)) =
+                    (value.as_object_mut(), path)
+                {
+                    value.extend(path);
+                }
                 value["state"] = serde_json::Value::Null;
                 value["error"] = e.to_string().into();
                 value

@@ -87,6 +87,7 @@ fn json(engine: &str, outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]
         .map(|(name, r)| match r {
             Ok(report) => serde_json::to_value(report).expect("a report serialises"),
             Err(e) => serde_json::json!({
+                "version": lockfile::json::VERSION,
                 "engine": engine,
                 "name": name,
                 "key": e.key(),

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::Holder;
 
@@ -125,17 +125,17 @@ impl Finding {
 }
 
 /// Something worth telling about a lock file, with the numbers that prove it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Finding {
     /// Held for longer than [`InspectOptions::max_age`](crate::inspect::InspectOptions::max_age).
     Aged {
         /// How long the lock has been held.
-        #[serde(rename = "age_seconds", serialize_with = "secs")]
+        #[serde(rename = "age_seconds", with = "secs")]
         age: Duration,
         /// The threshold it crossed.
-        #[serde(rename = "threshold_seconds", serialize_with = "secs")]
+        #[serde(rename = "threshold_seconds", with = "secs")]
         threshold: Duration,
     },
     /// Held for longer than the maximum runtime its holder recorded
@@ -143,20 +143,20 @@ pub enum Finding {
     /// past its own limit.
     Overrunning {
         /// How long the lock has been held.
-        #[serde(rename = "age_seconds", serialize_with = "secs")]
+        #[serde(rename = "age_seconds", with = "secs")]
         age: Duration,
         /// The limit the holder recorded.
-        #[serde(rename = "max_runtime_seconds", serialize_with = "secs")]
+        #[serde(rename = "max_runtime_seconds", with = "secs")]
         max_runtime: Duration,
     },
     /// Held, but the heartbeat has been silent for longer than the threshold:
     /// a hung owner blocks every later run.
     HeartbeatSilent {
         /// Time since the last heartbeat.
-        #[serde(rename = "silent_seconds", serialize_with = "secs")]
+        #[serde(rename = "silent_seconds", with = "secs")]
         silent: Duration,
         /// The threshold it crossed.
-        #[serde(rename = "threshold_seconds", serialize_with = "secs")]
+        #[serde(rename = "threshold_seconds", with = "secs")]
         threshold: Duration,
     },
     /// The record was written on another host; its PID means nothing here.
@@ -190,16 +190,16 @@ pub enum Finding {
     /// recorded in this lock file (or there is no lock file).
     NeverSucceeded {
         /// The expected period.
-        #[serde(rename = "expect_every_seconds", serialize_with = "secs")]
+        #[serde(rename = "expect_every_seconds", with = "secs")]
         expect_every: Duration,
     },
     /// The last recorded success is older than [`InspectOptions::expect_every`](crate::inspect::InspectOptions::expect_every).
     Silent {
         /// Time since the last success.
-        #[serde(rename = "since_success_seconds", serialize_with = "secs")]
+        #[serde(rename = "since_success_seconds", with = "secs")]
         since_success: Duration,
         /// The expected period.
-        #[serde(rename = "expect_every_seconds", serialize_with = "secs")]
+        #[serde(rename = "expect_every_seconds", with = "secs")]
         expect_every: Duration,
     },
     /// The file is planted: it sits in a sticky directory that its group or
@@ -221,10 +221,10 @@ pub enum Finding {
         /// Which time.
         field: TimeField,
         /// The time, as the file has it.
-        #[serde(serialize_with = "rfc3339_time")]
+        #[serde(with = "crate::rfc3339")]
         time: SystemTime,
         /// How far it lies ahead of the clock.
-        #[serde(rename = "ahead_seconds", serialize_with = "secs")]
+        #[serde(rename = "ahead_seconds", with = "secs")]
         ahead: Duration,
     },
     /// Inspect could not tell whether the lock is held: the table did not
@@ -240,7 +240,7 @@ pub enum Finding {
 }
 
 /// Which time of a lock file a [`Finding::FutureTime`](crate::inspect::Finding::FutureTime) is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TimeField {
@@ -406,12 +406,8 @@ impl fmt::Display for Finding {
     }
 }
 
-fn rfc3339_time<S: Serializer>(t: &SystemTime, s: S) -> std::result::Result<S::Ok, S::Error> {
-    crate::rfc3339::serialize(t, s)
-}
-
 /// Why inspect left a file [`Undecided`](Finding::Undecided).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Undecided {
@@ -446,6 +442,17 @@ impl fmt::Display for Undecided {
     }
 }
 
-fn secs<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
+/// A duration as a report writes it: seconds, a float.
+mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize as _, Deserializer, Serializer, de::Error as _};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(D::Error::custom)
+    }
 }

@@ -13,8 +13,8 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt as _;
-use std::path::Path;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::path::{Path, PathBuf};
 
 use serde::ser::{Serialize, SerializeMap as _, Serializer};
 
@@ -45,6 +45,42 @@ impl JsonPath<'_> {
     }
 }
 
+impl JsonPath<'_> {
+    /// The path a `path` entry (and its `path_escaped`) names, byte for
+    /// byte: `\\` is a backslash and `\xHH` the byte HH when `escaped`,
+    /// and the text is the path itself when not.
+    pub fn read(text: &str, escaped: bool) -> PathBuf {
+        if !escaped {
+            return PathBuf::from(text);
+        }
+        let mut out = Vec::with_capacity(text.len());
+        let mut rest = text.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            let hex = |h: &u8, l: &u8| {
+                let digits = [*h, *l];
+                std::str::from_utf8(&digits)
+                    .ok()
+                    .and_then(|d| u8::from_str_radix(d, 16).ok())
+            };
+            match (b, tail) {
+                (b'\\', [b'\\', tail @ ..]) => {
+                    out.push(b'\\');
+                    rest = tail;
+                }
+                (b'\\', [b'x', h, l, tail @ ..]) if hex(h, l).is_some() => {
+                    out.extend(hex(h, l));
+                    rest = tail;
+                }
+                _ => {
+                    out.push(b);
+                    rest = tail;
+                }
+            }
+        }
+        PathBuf::from(std::ffi::OsString::from_vec(out))
+    }
+}
+
 impl Serialize for JsonPath<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (text, escaped) = self.text();
@@ -62,30 +98,6 @@ mod tests {
     use super::*;
     use std::ffi::OsStr;
 
-    /// The reading the module documents.
-    fn unescape(text: &str) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut rest = text.as_bytes();
-        while let Some((&b, tail)) = rest.split_first() {
-            match (b, tail) {
-                (b'\\', [b'\\', tail @ ..]) => {
-                    out.push(b'\\');
-                    rest = tail;
-                }
-                (b'\\', [b'x', h, l, tail @ ..]) => {
-                    let hex = std::str::from_utf8(&[*h, *l]).unwrap().to_owned();
-                    out.push(u8::from_str_radix(&hex, 16).unwrap());
-                    rest = tail;
-                }
-                _ => {
-                    out.push(b);
-                    rest = tail;
-                }
-            }
-        }
-        out
-    }
-
     #[test]
     fn utf8_paths_are_as_they_are_and_others_round_trip() {
         let plain = Path::new("/run/lock/a\\b é.lock");
@@ -99,6 +111,10 @@ mod tests {
         assert_eq!(value["path_escaped"], true);
         let text = value["path"].as_str().unwrap();
         assert_eq!(text, "/tmp/bad\\xffname\\\\x41\\xc3.lock");
-        assert_eq!(unescape(text), raw);
+        assert_eq!(JsonPath::read(text, true).as_os_str().as_bytes(), raw);
+        assert_eq!(
+            JsonPath::read("/run/a\\xff", false),
+            Path::new("/run/a\\xff")
+        );
     }
 }

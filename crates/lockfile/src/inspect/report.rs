@@ -5,14 +5,14 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::finding::{Described, Finding, Severity};
 use crate::content::{Content, NoRecord};
 use crate::{DecodeError, Holder, LastRun, OwnerRecord};
 
 /// The state of one lock file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LockState {
@@ -59,7 +59,11 @@ impl fmt::Display for LockState {
 }
 
 /// What `inspect` found about one lock file.
-#[derive(Clone, Debug)]
+///
+/// Its JSON is `lockfile inspect --json`'s, and reads back
+/// (`Deserialize`), ignoring keys a later minor version adds: see
+/// [`lockfile::json`](crate::json).
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct LockReport {
     /// The lock file.
@@ -155,31 +159,35 @@ impl Serialize for LockReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct ReportJson<'a> {
+            version: u32,
             #[serde(flatten)]
             path: super::JsonPath<'a>,
             state: LockState,
-            owner: Option<&'a OwnerRecord>,
+            owner: Option<crate::json::OwnerJson<'a>>,
             released: bool,
             holder_pid: Option<u32>,
             holders: &'a [Holder],
             shared: bool,
             age_seconds: Option<f64>,
             heartbeat_age_seconds: Option<f64>,
-            #[serde(serialize_with = "opt_time")]
+            #[serde(serialize_with = "crate::rfc3339::option::serialize")]
             last_success: Option<SystemTime>,
             last_run: Option<&'a LastRun>,
             #[serde(skip_serializing_if = "Option::is_none")]
             last_claimed_tick: Option<&'a crate::Claim>,
             size: u64,
+            #[serde(serialize_with = "crate::rfc3339::option::serialize")]
+            modified: Option<SystemTime>,
             content_error: Option<String>,
             content: Option<Content>,
             no_record: Option<NoRecord>,
             findings: Vec<Described<'a>>,
         }
         ReportJson {
+            version: crate::json::VERSION,
             path: super::JsonPath(&self.path),
             state: self.state,
-            owner: self.owner.as_ref(),
+            owner: self.owner.as_ref().map(crate::json::OwnerJson),
             released: self.released,
             holder_pid: self.holders.first().map(|h| h.pid),
             holders: &self.holders,
@@ -190,6 +198,7 @@ impl Serialize for LockReport {
             last_run: self.last_run.as_ref(),
             last_claimed_tick: self.last_claimed_tick.as_ref(),
             size: self.size,
+            modified: self.modified,
             content_error: self.content_error.as_ref().map(ToString::to_string),
             content: self.content,
             no_record: self.no_record,
@@ -199,8 +208,61 @@ impl Serialize for LockReport {
     }
 }
 
-fn opt_time<S: Serializer>(t: &Option<SystemTime>, s: S) -> std::result::Result<S::Ok, S::Error> {
-    crate::rfc3339::option::serialize(t, s)
+impl<'de> Deserialize<'de> for LockReport {
+    /// Reads what [`Serialize`] wrote, of this version or a later minor one:
+    /// unknown keys are ignored, and so is a finding of a kind this version
+    /// does not know.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct ReadJson {
+            path: String,
+            #[serde(default)]
+            path_escaped: bool,
+            state: LockState,
+            owner: Option<OwnerRecord>,
+            released: bool,
+            #[serde(default)]
+            holders: Vec<Holder>,
+            #[serde(default)]
+            shared: bool,
+            age_seconds: Option<f64>,
+            heartbeat_age_seconds: Option<f64>,
+            #[serde(default, deserialize_with = "crate::rfc3339::option::deserialize")]
+            last_success: Option<SystemTime>,
+            last_run: Option<LastRun>,
+            #[serde(default)]
+            last_claimed_tick: Option<crate::Claim>,
+            size: u64,
+            #[serde(default, deserialize_with = "crate::rfc3339::option::deserialize")]
+            modified: Option<SystemTime>,
+            content_error: Option<String>,
+            content: Option<Content>,
+            no_record: Option<NoRecord>,
+            #[serde(deserialize_with = "crate::json::known_findings")]
+            findings: Vec<Finding>,
+        }
+        let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
+        let r = ReadJson::deserialize(d)?;
+        Ok(LockReport {
+            path: super::JsonPath::read(&r.path, r.path_escaped),
+            state: r.state,
+            owner: r.owner,
+            released: r.released,
+            holders: r.holders,
+            shared: r.shared,
+            age: secs(r.age_seconds),
+            heartbeat_age: secs(r.heartbeat_age_seconds),
+            last_success: r.last_success,
+            last_run: r.last_run,
+            last_claimed_tick: r.last_claimed_tick,
+            size: r.size,
+            modified: r.modified,
+            content_error: r.content_error.as_deref().map(DecodeError::from_sentence),
+            content: r.content,
+            no_record: r.no_record,
+            findings: r.findings,
+        })
+    }
 }
 
 /// A report on `path` before anything is known of it.

@@ -120,21 +120,23 @@ impl Serialize for ReapEntry {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct EntryJson<'a> {
+            version: u32,
             #[serde(flatten)]
             path: crate::inspect::JsonPath<'a>,
             state: Option<LockState>,
             action: ReapAction,
             reason: String,
             reason_kind: &'static str,
-            owner: Option<&'a OwnerRecord>,
+            owner: Option<crate::json::OwnerJson<'a>>,
         }
         EntryJson {
+            version: crate::json::VERSION,
             path: crate::inspect::JsonPath(&self.path),
             state: self.state,
             action: self.action,
             reason: self.reason.to_string(),
             reason_kind: self.reason.kind(),
-            owner: self.owner.as_ref(),
+            owner: self.owner.as_ref().map(crate::json::OwnerJson),
         }
         .serialize(s)
     }

@@ -26,3 +26,50 @@ pub enum DecodeError {
     #[error("the content is not an owner record of ours (another tool's file?)")]
     Foreign,
 }
+
+impl DecodeError {
+    /// Reads back the sentence a report writes for this error (its
+    /// `Display`, the JSON `content_error`). A sentence of a later version
+    /// reads as [`DecodeError::Malformed`] carrying it whole.
+    pub fn from_sentence(sentence: &str) -> DecodeError {
+        const MALFORMED: &str = "the content is not an owner record: ";
+        if sentence == DecodeError::Empty.to_string() {
+            return DecodeError::Empty;
+        }
+        if sentence == DecodeError::Foreign.to_string() {
+            return DecodeError::Foreign;
+        }
+        if let Some(detail) = sentence.strip_prefix(MALFORMED) {
+            return DecodeError::Malformed(detail.to_owned());
+        }
+        let size = sentence
+            .strip_prefix("the file holds ")
+            .and_then(|rest| rest.split_once(' '))
+            .and_then(|(n, _)| n.parse().ok());
+        match size {
+            Some(n) if DecodeError::TooLarge(n).to_string() == sentence => DecodeError::TooLarge(n),
+            _ => DecodeError::Malformed(sentence.to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sentence_reads_back_as_its_error() {
+        for error in [
+            DecodeError::Empty,
+            DecodeError::TooLarge(65_537),
+            DecodeError::Malformed("EOF while parsing an object at line 1 column 9".into()),
+            DecodeError::Foreign,
+        ] {
+            assert_eq!(DecodeError::from_sentence(&error.to_string()), error);
+        }
+        assert_eq!(
+            DecodeError::from_sentence("a reason of a later version"),
+            DecodeError::Malformed("a reason of a later version".into())
+        );
+    }
+}

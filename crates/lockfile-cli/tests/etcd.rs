@@ -1253,3 +1253,9 @@ fn a_password_in_an_endpoint_is_never_shown() {
         assert!(!err.contains("Zq"), "{err}");
     }
 }
+
+#[test]
+fn docs_json_lists_every_key_of_a_lease() {
+    let etcd = Etcd::start();
+    common::json_doc::assert_lease_keys(&["--etcd", &etcd.endpoint]);
+}

@@ -1870,3 +1870,9 @@ fn inspecting_every_name_reads_a_bounded_reply() {
     // The reply's bound, and the command itself.
     assert!(peak < 3 * (32 << 20), "peak RSS {peak} bytes: {err}");
 }
+
+#[test]
+fn docs_json_lists_every_key_of_a_lease() {
+    let pg = server();
+    common::json_doc::assert_lease_keys(&["--postgres", &pg.url()]);
+}

@@ -166,7 +166,7 @@ fn sample(
     phase: Duration,
 ) -> Result<(f64, f64)> {
     let name = variant.name();
-    let held = holder.acquire(name, &LeaseRequest::new().job("wakeup"))?;
+    let held = Engine::acquire(holder, name, LeaseRequest::new().job("wakeup"))?;
     let listening = variant != Variant::Poll;
     if listening {
         probe.await_listeners(0)?;
@@ -174,11 +174,12 @@ fn sample(
     let waiting = {
         let waiter = waiter.clone();
         std::thread::spawn(move || -> Result<Instant> {
-            let request = LeaseRequest::new()
+            let mut request = LeaseRequest::new();
+            request
                 .job("wakeup")
                 .ttl(TTL)
                 .wait(Wait::up_to(Some(Duration::from_secs(60))));
-            let lease = waiter.acquire(name, &request)?;
+            let lease = Engine::acquire(&waiter, name, &request)?;
             let acquired = Instant::now();
             lease.release()?;
             Ok(acquired)

@@ -62,12 +62,13 @@ impl LeaseOptions {
 
     /// The request these options make, waiting as `wait` says.
     fn request(&self, wait: Wait) -> LeaseRequest {
-        let mut request = LeaseRequest::new().wait(wait).ttl(self.ttl);
+        let mut request = LeaseRequest::new();
+        request.wait(wait).ttl(self.ttl);
         if let Some(job) = &self.job {
-            request = request.job(job.clone());
+            request.job(job.clone());
         }
         if let Some(max_runtime) = self.max_runtime {
-            request = request.max_runtime(max_runtime);
+            request.max_runtime(max_runtime);
         }
         request
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::child::{Ev, Holder, Role, run_role_if_requested};
 use common::{Etcd, EtcdExt, mono_ns, secs, to_mono};
 use lockfile::history::{Outcome, RunEnd};
-use lockfile_etcd::{Error, LeaseOptions, Step};
+use lockfile_etcd::{Error, LeaseOptions, Released, Step};
 use lockfile_examples::FencedStore;
 use lockfile_test_support::Proxy;
 use lockfile_test_support::stopped::stop_outside_a_write;
@@ -329,7 +329,7 @@ fn behind_a_black_hole_recording_and_releasing_end_soon_after_the_deadline() {
         other => panic!("{other:?}; {figures}"),
     }
     assert!(
-        released.as_ref().is_err_and(Error::is_lost),
+        released.as_ref().is_ok_and(Released::was_lost),
         "{released:?}; {figures}"
     );
     assert!(done <= deadline + Duration::from_millis(500), "{figures}");

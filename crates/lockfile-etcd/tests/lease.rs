@@ -159,8 +159,8 @@ fn a_deleted_key_is_reported_lost_at_once() {
         Step::Kill
     );
     // Releasing a lost lease says so.
-    let err = guard.release().unwrap_err();
-    assert!(err.is_lost(), "{err}");
+    let released = guard.release().unwrap();
+    assert!(released.was_lost(), "{released:?}");
 }
 
 #[test]
@@ -218,8 +218,8 @@ fn a_revoked_lease_is_reported_lost() {
         }
         other => panic!("revoking a revoked lease: {other:?}"),
     }
-    let err = guard.release().unwrap_err();
-    assert!(err.is_lost(), "{err}");
+    let released = guard.release().unwrap();
+    assert!(released.was_lost(), "{released:?}");
 }
 
 #[test]
@@ -273,7 +273,11 @@ fn inspect_reports_the_owner_token_and_ttl_as_json() {
 
     let json = serde_json::to_value(&report).unwrap();
     // The same owner object as a lock file's report.
-    assert_eq!(json["owner"], serde_json::to_value(guard.record()).unwrap());
+    assert_eq!(
+        json["owner"],
+        serde_json::to_value(lockfile::json::OwnerJson(guard.record())).unwrap()
+    );
+    assert_eq!(json["owner"]["heartbeat_interval_seconds"], 10.0);
     assert_eq!(json["fencing_token"], guard.fencing_token());
     assert_eq!(json["key"], "lockfile/locks/report");
     assert_eq!(json["name"], "report");
@@ -505,7 +509,7 @@ fn a_lost_lease_is_recorded_in_the_history() {
         .unwrap();
     assert_eq!(run.outcome, Outcome::LeaseLost);
     assert_eq!(run.consecutive_failures, 1);
-    assert!(guard.release().unwrap_err().is_lost());
+    assert!(guard.release().unwrap().was_lost());
     let report = etcd.options(TTL).inspect("lapsed").unwrap();
     assert_eq!(report.state, LeaseState::Free);
     assert_eq!(report.last_run, Some(run));

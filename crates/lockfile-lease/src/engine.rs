@@ -14,12 +14,16 @@ use lockfile::wait::Wait;
 
 use crate::{LeaseReport, LeaseSignal, Result};
 
-/// What a caller asks of one acquisition, whatever the engine.
+/// What a caller asks of one acquisition, whatever the engine. Built as
+/// every options type of this project is (`&mut self` setters, as std's
+/// `OpenOptions`): chain the setters in the call that uses it, or keep a
+/// `let mut` and set what a run needs.
 ///
 /// ```
 /// use std::time::Duration;
 /// use lockfile::wait::Wait;
-/// let request = lockfile_lease::LeaseRequest::new()
+/// let mut request = lockfile_lease::LeaseRequest::new();
+/// request
 ///     .wait(Wait::up_to(Some(Duration::from_secs(30))))
 ///     .ttl(Duration::from_secs(15))
 ///     .job("nightly-report")
@@ -52,36 +56,31 @@ impl LeaseRequest {
     }
 
     /// Wait as `wait` says while someone else holds the lease.
-    #[must_use]
-    pub fn wait(mut self, wait: Wait) -> LeaseRequest {
+    pub fn wait(&mut self, wait: Wait) -> &mut Self {
         self.wait = wait;
         self
     }
 
     /// Ask for this time to live.
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> LeaseRequest {
+    pub fn ttl(&mut self, ttl: Duration) -> &mut Self {
         self.ttl = Some(ttl);
         self
     }
 
     /// Name the job in the owner record.
-    #[must_use]
-    pub fn job(mut self, job: impl Into<String>) -> LeaseRequest {
+    pub fn job(&mut self, job: impl Into<String>) -> &mut Self {
         self.job = Some(job.into());
         self
     }
 
     /// Claim the tick of the run's start, atomically with taking the lease.
-    #[must_use]
-    pub fn claim_tick(mut self, claim: TickClaim) -> LeaseRequest {
+    pub fn claim_tick(&mut self, claim: TickClaim) -> &mut Self {
         self.tick = Some(claim);
         self
     }
 
     /// Record the run's maximum runtime in the owner record.
-    #[must_use]
-    pub fn max_runtime(mut self, max_runtime: Duration) -> LeaseRequest {
+    pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
         self.max_runtime = Some(max_runtime);
         self
     }
@@ -243,9 +242,10 @@ pub trait Lease: fmt::Debug + Send + Sync {
     ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when it had been lost
-    /// before the release, or a server error. Renewal has stopped either way.
-    fn release(self: Box<Self>) -> Result<()>;
+    /// A server error. A lease lost before the release is no error: it
+    /// returns [`Released::AfterLoss`](crate::Released::AfterLoss).
+    /// Renewal has stopped either way.
+    fn release(self: Box<Self>) -> Result<crate::Released>;
 
     /// The latest moment (monotonic clock) the holder can be sure it still
     /// holds the lease. See [`LeaseSignal::deadline`].

@@ -208,6 +208,11 @@ pub enum Error {
         /// The tick it was too late for.
         tick: std::time::SystemTime,
     },
+    /// An error of the local lock (`lockfile::Error`), so that code that
+    /// holds a lock file and a lease can use `?` on both and return one
+    /// error type. It names its operation and path itself.
+    #[error(transparent)]
+    Lock(#[from] lockfile::Error),
     /// Any other local failure (starting a thread or a runtime).
     #[error("cannot {op} `{key}`: {source}")]
     Io {
@@ -222,9 +227,14 @@ pub enum Error {
 
 impl Error {
     /// Whether the lease is held by someone else ([`Error::Contended`] or
-    /// [`Error::Timeout`]), as opposed to a failure to try at all.
+    /// [`Error::Timeout`]), as opposed to a failure to try at all; or, for
+    /// [`Error::Lock`], the lock file is.
     pub fn is_contended(&self) -> bool {
-        matches!(self, Error::Contended { .. } | Error::Timeout { .. })
+        match self {
+            Error::Contended { .. } | Error::Timeout { .. } => true,
+            Error::Lock(e) => e.is_contended(),
+            _ => false,
+        }
     }
 
     /// Whether this is [`Error::LeaseLost`]: a lease that was held may have
@@ -291,7 +301,7 @@ impl Error {
             | Error::TickUsed { key, .. }
             | Error::TooLate { key, .. }
             | Error::Io { key, .. } => Some(key),
-            Error::InvalidName { .. } => None,
+            Error::InvalidName { .. } | Error::Lock(_) => None,
         }
     }
 }
@@ -339,5 +349,26 @@ mod tests {
             e.to_string(),
             "`lockfile/locks/nightly` is held by a holder that wrote no owner record (fencing token 42)"
         );
+    }
+
+    /// One error type for a lock file and a lease: `?` works on both.
+    #[test]
+    fn a_lock_files_error_passes_through_with_its_words() {
+        fn take(path: &std::path::Path) -> Result<lockfile::LockGuard> {
+            Ok(lockfile::LockGuard::try_acquire(path)?)
+        }
+        let dir = std::env::temp_dir().join(format!("lockfile-lease-error-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("job.lock");
+        let held = take(&path).unwrap();
+        let e = take(&path).unwrap_err();
+        assert!(matches!(e, Error::Lock(_)), "{e:?}");
+        assert!(e.is_contended(), "{e}");
+        assert_eq!(e.key(), None);
+        let missing = take(&dir.join("no/such/dir/job.lock")).unwrap_err();
+        assert!(!missing.is_contended());
+        assert!(missing.to_string().contains("no/such/dir"), "{missing}");
+        drop(held);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

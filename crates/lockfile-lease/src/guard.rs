@@ -7,6 +7,7 @@ use lockfile::OwnerRecord;
 use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
 
+use crate::Released;
 use crate::acquire::acquire;
 use crate::engine::{Lease, LeaseRequest};
 use crate::error::{LostReason, Result};
@@ -244,14 +245,18 @@ impl LeaseGuard {
     /// nothing of the server. Before it, blocks for at most about two
     /// request timeouts when the server does not answer.
     ///
+    /// Returns whether the lease was still held ([`Released::WhileHeld`]),
+    /// or had been lost before the release ([`Released::AfterLoss`]: what
+    /// was done under it may have overlapped another holder). A loss is not
+    /// an error here: the lease is let go either way, and there is nothing
+    /// left for the caller to do about it but say so.
+    ///
     /// # Errors
     ///
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost) when the lease had been lost before the release
-    /// (whatever was done under it may have overlapped another holder);
     /// [`Error::Server`](crate::Error::Server) or [`Error::Unanswered`](crate::Error::Unanswered) when the server could not
     /// be told. In every case renewal has stopped when this returns, and an
     /// unreleased lease expires after its TTL.
-    pub fn release(mut self) -> Result<()> {
+    pub fn release(mut self) -> Result<Released> {
         self.session.release()
     }
 }
@@ -295,7 +300,7 @@ impl Lease for LeaseGuard {
         LeaseGuard::record_outcome(self, end)
     }
 
-    fn release(self: Box<Self>) -> Result<()> {
+    fn release(self: Box<Self>) -> Result<Released> {
         LeaseGuard::release(*self)
     }
 }

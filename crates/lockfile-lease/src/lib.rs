@@ -83,6 +83,7 @@ mod lost;
 pub mod name;
 pub mod ops;
 pub mod policy;
+mod released;
 pub mod report;
 mod runtime;
 mod session;
@@ -94,6 +95,8 @@ pub mod thread;
 pub use engine::{Engine, Lease, LeaseRequest};
 pub use error::{Error, Result};
 pub use guard::LeaseGuard;
+pub use lockfile::wait::Wait;
+pub use released::Released;
 pub use report::LeaseReport;
 pub use signal::LeaseSignal;
 

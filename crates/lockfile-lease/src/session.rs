@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use lockfile::history::{LastRun, RunEnd};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+use crate::Released;
 use crate::error::{Error, Operation, Result};
 use crate::runtime::{runtime, spawn_error};
 
@@ -157,12 +158,16 @@ impl Session {
     ///
     /// The engine's release error (a lost lease, a server that could not be
     /// told), or [`Error::Io`] when the thread had stopped.
-    pub(crate) fn release(&mut self) -> Result<()> {
+    pub(crate) fn release(&mut self) -> Result<Released> {
         let result = self.send(Operation::Release, &self.key, Request::Release);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-        result
+        match result {
+            Ok(()) => Ok(Released::WhileHeld),
+            Err(loss) if loss.is_lost() => Ok(Released::AfterLoss(loss)),
+            Err(e) => Err(e),
+        }
     }
 
     fn send<T>(

@@ -127,7 +127,7 @@ fn a_held_lease_is_renewed_its_run_recorded_and_released_through_the_engine() {
     let guard = LeaseGuard::acquire(
         "job",
         Fake(Arc::clone(&server)),
-        &LeaseRequest::new().job("nightly"),
+        LeaseRequest::new().job("nightly"),
     )
     .unwrap();
     assert_eq!(guard.fencing_token(), 1);
@@ -165,7 +165,8 @@ fn a_held_lease_is_refused_without_a_wait_and_taken_after_one() {
         ),
         "{err}"
     );
-    let waiting = LeaseRequest::new().wait(Wait::up_to(Some(Duration::from_secs(5))));
+    let mut waiting = LeaseRequest::new();
+    waiting.wait(Wait::up_to(Some(Duration::from_secs(5))));
     let guard = LeaseGuard::acquire("job", Fake(Arc::clone(&server)), &waiting).unwrap();
     assert_eq!(server.lock().unwrap().attempts, 3);
     drop(guard);
@@ -190,8 +191,8 @@ fn a_lease_the_server_no_longer_has_is_lost_let_go_and_its_release_says_so() {
     drop(after);
     // A run under a lost lease is still recorded.
     guard.record_outcome(end(Outcome::LeaseLost)).unwrap();
-    let err = guard.release().unwrap_err();
-    assert!(err.is_lost(), "{err}");
+    let released = guard.release().unwrap();
+    assert!(released.was_lost(), "{released:?}");
     // Cleaned up already: the release asked nothing more.
     assert_eq!(server.lock().unwrap().releases, [1]);
 }
@@ -256,7 +257,7 @@ fn a_lease_whose_renewals_go_unanswered_is_lost_at_its_deadline() {
         "{reason}"
     );
     assert!(guard.signal().failed_renewals() >= 1);
-    assert!(guard.release().unwrap_err().is_lost());
+    assert!(guard.release().unwrap().was_lost());
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The lease layer's [`Engine`], implemented for PostgreSQL by
 //! [`LeaseOptions`] with its server operations (`ops.rs`); the [`Lease`] is
-//! the layer's [`LeaseGuard`].
+//! the layer's [`LeaseGuard`]. And the options' own ways to take a lease,
+//! [`LeaseOptions::acquire`] and [`LeaseOptions::try_acquire`].
 
+use lockfile::wait::Wait;
 use lockfile_lease::{Engine, Lease, LeaseGuard, LeaseReport, LeaseRequest, Result};
 
 use crate::state::PgOps;
@@ -14,8 +16,7 @@ impl Engine for LeaseOptions {
 
     /// The request's TTL, or these options' when it names none.
     fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>> {
-        let ops = PgOps::new(self, name, self.ttl_for(request))?;
-        Ok(Box::new(LeaseGuard::acquire(name, ops, request)?))
+        Ok(Box::new(self.take(name, request)?))
     }
 
     fn inspect(&self, name: &str) -> Result<LeaseReport> {
@@ -26,6 +27,55 @@ impl Engine for LeaseOptions {
     /// history.
     fn inspect_all(&self) -> Result<Vec<LeaseReport>> {
         inspect::inspect_all(self)
+    }
+}
+
+impl LeaseOptions {
+    /// Takes the lease on `name`, waiting while someone else holds it: as
+    /// long as it takes, or up to [`timeout`](LeaseOptions::timeout); with
+    /// the options' [`job`](LeaseOptions::job) and
+    /// [`max_runtime`](LeaseOptions::max_runtime) in the owner record.
+    /// ([`Engine::acquire`] takes a [`LeaseRequest`] instead.)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName) for a name that
+    /// cannot be a lease; [`Error::Timeout`](crate::Error::Timeout) when
+    /// the timeout passed; [`Error::Server`](crate::Error::Server) or
+    /// [`Error::Unanswered`](crate::Error::Unanswered) when the server
+    /// fails or does not answer (a missing table says how to create it).
+    pub fn acquire(&self, name: &str) -> Result<LeaseGuard> {
+        self.take(name, &self.request(Wait::up_to(self.timeout)))
+    }
+
+    /// Takes the lease on `name` if nobody holds it, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`](crate::Error::Contended), carrying the holder's
+    /// record and fencing token, when someone holds the lease (see
+    /// [`Error::is_contended`](crate::Error::is_contended)); otherwise as
+    /// [`acquire`](LeaseOptions::acquire).
+    pub fn try_acquire(&self, name: &str) -> Result<LeaseGuard> {
+        self.take(name, &self.request(Wait::No))
+    }
+
+    /// The request these options make, waiting as `wait` says.
+    fn request(&self, wait: Wait) -> LeaseRequest {
+        let mut request = LeaseRequest::new();
+        request.wait(wait).ttl(self.ttl);
+        if let Some(job) = &self.job {
+            request.job(job.clone());
+        }
+        if let Some(max_runtime) = self.max_runtime {
+            request.max_runtime(max_runtime);
+        }
+        request
+    }
+
+    fn take(&self, name: &str, request: &LeaseRequest) -> Result<LeaseGuard> {
+        let ops = PgOps::new(self, name, self.ttl_for(request))?;
+        LeaseGuard::acquire(name, ops, request)
     }
 }
 

@@ -8,12 +8,17 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use lockfile_postgres::{Engine, Lease, LeaseOptions, LeaseRequest};
+//! use lockfile_postgres::LeaseOptions;
 //!
 //! # fn main() -> Result<(), lockfile_postgres::Error> {
-//! // Once, by a role that may create the schema: `lockfile postgres init URL`.
-//! let engine = LeaseOptions::new("postgres://app@db.internal/jobs?sslmode=verify-full&channel_binding=require");
-//! match engine.acquire("nightly-report", &LeaseRequest::new().ttl(Duration::from_secs(10))) {
+//! let url = "postgres://app@db.internal/jobs?sslmode=verify-full&channel_binding=require";
+//! // Once, by a role that may create the schema (or `lockfile postgres init URL`).
+//! LeaseOptions::new(url).init(None)?;
+//! match LeaseOptions::new(url)
+//!     .ttl(Duration::from_secs(10))
+//!     .job("nightly-report")
+//!     .try_acquire("nightly-report")
+//! {
 //!     Ok(lease) => {
 //!         for batch in 0..3 {
 //!             lease.check()?; // the lease may have lapsed: stop
@@ -44,9 +49,13 @@
 //!   second), sooner when the holder's row expires before that, and, with
 //!   [`LeaseOptions::listen`], as soon as the lease is released.
 //! - **The fencing token** comes from the sequence `SCHEMA.fencing_tokens`
-//!   (`CACHE 1`, `NO CYCLE`), drawn inside the takeover while the row is
+//!   (`CACHE 1`, `NO CYCLE`). The takeover draws it while the row is
 //!   locked, so a stalled contender can never take over with an older
-//!   token. A release only expires the row, so every later holder of a name
+//!   token. Tokens rise with every holder, but **skip values**: the row an
+//!   attempt would insert draws one too, before the conflict is known, so
+//!   every attempt on a held lease (a waiting contender asks once per poll
+//!   or notification) uses a value up, and a takeover uses two. A resource
+//!   must compare tokens (larger wins), never expect the next integer. A release only expires the row, so every later holder of a name
 //!   goes through that takeover. Each write sets `synchronous_commit` on for
 //!   its own transaction: a token handed out survives a server crash and a
 //!   switch to a synchronous standby.
@@ -161,7 +170,8 @@ pub use lockfile_lease::policy::{Step, StopPolicy};
 pub use lockfile_lease::report::LeaseState;
 pub use lockfile_lease::signal::Renewals;
 pub use lockfile_lease::{
-    Engine, Error, Lease, LeaseGuard, LeaseReport, LeaseRequest, LeaseSignal, Result,
+    Engine, Error, Lease, LeaseGuard, LeaseReport, LeaseRequest, LeaseSignal, Released, Result,
+    Wait,
 };
 pub use options::{DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOptions};
 pub use sqlstate::ServerError;

@@ -17,19 +17,23 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// How long one statement may take when no other bound is given.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Options for taking a lease on PostgreSQL; an [`Engine`](crate::Engine).
+/// Options for taking a lease on PostgreSQL; finish with
+/// [`acquire`](LeaseOptions::acquire) or
+/// [`try_acquire`](LeaseOptions::try_acquire), or use it as an
+/// [`Engine`](crate::Engine).
 ///
 /// ```no_run
 /// use std::time::Duration;
-/// use lockfile_postgres::{Engine, Lease, LeaseOptions, LeaseRequest};
+/// use lockfile_postgres::LeaseOptions;
 ///
 /// # fn main() -> Result<(), lockfile_postgres::Error> {
-/// let engine = LeaseOptions::new("postgres://app@db.internal/jobs")
+/// let guard = LeaseOptions::new("postgres://app@db.internal/jobs")
 ///     .ttl(Duration::from_secs(10))
-///     .clone();
-/// let lease = engine.acquire("nightly-backup", &LeaseRequest::new().job("nightly-backup"))?;
-/// println!("fencing token {}", lease.fencing_token());
-/// lease.release()?;
+///     .job("nightly-backup")
+///     .timeout(Duration::from_secs(60))
+///     .acquire("nightly-backup")?;
+/// println!("fencing token {}", guard.fencing_token());
+/// guard.release()?;
 /// # Ok(())
 /// # }
 /// ```
@@ -40,6 +44,11 @@ pub struct LeaseOptions {
     pub(crate) ttl: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) listen: Option<String>,
+    /// For the owner record of [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire).
+    pub(crate) job: Option<String>,
+    pub(crate) max_runtime: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl fmt::Debug for LeaseOptions {
@@ -51,6 +60,9 @@ impl fmt::Debug for LeaseOptions {
             .field("ttl", &self.ttl)
             .field("request_timeout", &self.request_timeout)
             .field("listen", &self.listen.as_deref().map(crate::server::shown))
+            .field("job", &self.job)
+            .field("max_runtime", &self.max_runtime)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -71,6 +83,9 @@ impl LeaseOptions {
             ttl: DEFAULT_TTL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             listen: None,
+            job: None,
+            max_runtime: None,
+            timeout: None,
         }
     }
 
@@ -122,6 +137,37 @@ impl LeaseOptions {
     /// Default: none (polling).
     pub fn listen(&mut self, url: impl Into<String>) -> &mut Self {
         self.listen = Some(url.into());
+        self
+    }
+
+    /// The job name written into the owner record by
+    /// [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire). ([`Engine::acquire`](crate::Engine::acquire)
+    /// takes it from its [`LeaseRequest`].)
+    ///
+    /// Default: none.
+    pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
+        self.job = Some(name.into());
+        self
+    }
+
+    /// The run's maximum runtime, written in the owner record
+    /// (`max_runtime_seconds`) by [`acquire`](LeaseOptions::acquire) and
+    /// [`try_acquire`](LeaseOptions::try_acquire), so that `inspect`
+    /// reports an `overrunning` holder. The lease does not enforce it.
+    ///
+    /// Default: none.
+    pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
+        self.max_runtime = Some(max_runtime);
+        self
+    }
+
+    /// The longest [`acquire`](LeaseOptions::acquire) waits for the lease
+    /// to come free before returning [`Error::Timeout`](crate::Error::Timeout).
+    ///
+    /// Default: none, wait as long as it takes.
+    pub fn timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.timeout = Some(timeout);
         self
     }
 

@@ -181,7 +181,7 @@ impl fmt::Display for ServerError {
         f.write_str(&self.message)?;
         match self.sqlstate() {
             Some(UNDEFINED_TABLE | INVALID_SCHEMA_NAME) => f.write_str(
-                "; create the tables with `lockfile postgres init URL` (`lockfile postgres schema` prints them)",
+                "; create the tables with `lockfile postgres init URL` or the library's `LeaseOptions::init` (`lockfile postgres schema` prints them)",
             ),
             Some(INSUFFICIENT_PRIVILEGE) => f.write_str(
                 "; the role needs USAGE on the schema and its sequence, and SELECT, INSERT, UPDATE and DELETE on its tables",

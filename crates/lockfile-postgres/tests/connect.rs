@@ -13,7 +13,9 @@ use lockfile_postgres::{Engine, Error, LeaseOptions, LeaseRequest};
 use lockfile_test_support::postgres::{PASSWORD, Postgres, USER};
 
 fn try_now() -> LeaseRequest {
-    LeaseRequest::new().job("connect")
+    let mut request = LeaseRequest::new();
+    request.job("connect");
+    request
 }
 
 #[test]
@@ -29,23 +31,27 @@ fn each_host_is_tried_in_turn_a_unix_socket_is_reached_and_target_session_attrs_
         &format!("@127.0.0.1:{}", pg.port),
         &format!("@127.0.0.1:{closed},127.0.0.1:{}", pg.port),
     );
-    let lease = LeaseOptions::new(&both)
-        .acquire("second-host", &try_now())
-        .unwrap();
+    let lease = Engine::acquire(&LeaseOptions::new(&both), "second-host", &try_now()).unwrap();
     lease.release().unwrap();
     // A Unix socket: the directory PostgreSQL listens in.
     let socket_dir = pg.root_cert().parent().unwrap().display().to_string();
-    let lease = LeaseOptions::new(format!(
-        "host={socket_dir} port={} user={USER} dbname=postgres",
-        pg.port
-    ))
-    .acquire("unix-socket", &try_now())
+    let lease = Engine::acquire(
+        &LeaseOptions::new(format!(
+            "host={socket_dir} port={} user={USER} dbname=postgres",
+            pg.port
+        )),
+        "unix-socket",
+        &try_now(),
+    )
     .unwrap();
     lease.release().unwrap();
     pg.psql("ALTER DATABASE postgres SET default_transaction_read_only = on");
-    let err = LeaseOptions::new(format!("{both}?target_session_attrs=read-write"))
-        .acquire("read-only", &try_now())
-        .unwrap_err();
+    let err = Engine::acquire(
+        &LeaseOptions::new(format!("{both}?target_session_attrs=read-write")),
+        "read-only",
+        &try_now(),
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::Server { .. }), "{err}");
     assert!(err.to_string().contains("does not allow writes"), "{err}");
     assert!(!err.to_string().contains(PASSWORD), "{err}");
@@ -131,9 +137,7 @@ fn a_message_declaring_a_gibibyte_inside_tls_is_refused_at_its_header() {
         "postgres://lease:{PASSWORD}@localhost:{port}/postgres?sslmode=verify-full&sslrootcert={}",
         pg.root_cert().display()
     );
-    let err = LeaseOptions::new(url)
-        .acquire("hostile-tls", &try_now())
-        .unwrap_err();
+    let err = Engine::acquire(&LeaseOptions::new(url), "hostile-tls", &try_now()).unwrap_err();
     assert!(matches!(err, Error::Server { .. }), "{err}");
     assert!(
         err.to_string()

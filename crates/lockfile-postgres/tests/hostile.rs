@@ -15,7 +15,9 @@ use lockfile_test_support::postgres::{PASSWORD, Postgres};
 use lockfile_test_support::within;
 
 fn request() -> LeaseRequest {
-    LeaseRequest::new().job("hostile")
+    let mut request = LeaseRequest::new();
+    request.job("hostile");
+    request
 }
 
 fn succeeded() -> RunEnd {
@@ -170,7 +172,7 @@ fn names_planted_in_public_never_redirect_a_statement() {
     // Tokens rise across holders, and the runs are written.
     let mut last = 0;
     for _ in 0..5 {
-        let lease = app.acquire("planted", &request()).unwrap();
+        let lease = Engine::acquire(&app, "planted", &request()).unwrap();
         assert!(
             lease.fencing_token() > last,
             "{} after {last}",
@@ -182,7 +184,7 @@ fn names_planted_in_public_never_redirect_a_statement() {
     }
 
     // A holder is renewed, and a contender is refused meanwhile.
-    let held = app.acquire("planted", &request()).unwrap();
+    let held = Engine::acquire(&app, "planted", &request()).unwrap();
     let signal = held.signal();
     let since = signal.last_renewal();
     assert!(
@@ -190,7 +192,7 @@ fn names_planted_in_public_never_redirect_a_statement() {
         "no renewal: {signal:?}"
     );
     assert!(signal.check().is_ok(), "{signal:?}");
-    let err = app.acquire("planted", &request()).unwrap_err();
+    let err = Engine::acquire(&app, "planted", &request()).unwrap_err();
     assert!(err.is_contended(), "{err}");
     assert_eq!(err.owner().unwrap().token, held.record().token);
     let report = app.inspect("planted").unwrap();
@@ -210,8 +212,9 @@ fn names_planted_in_public_never_redirect_a_statement() {
             std::thread::spawn(move || {
                 let mut held = Vec::new();
                 for _ in 0..8 {
-                    let wait = request().wait(Wait::up_to(Some(Duration::from_secs(60))));
-                    let lease = app.acquire("planted", &wait).unwrap();
+                    let mut wait = request();
+                    wait.wait(Wait::up_to(Some(Duration::from_secs(60))));
+                    let lease = Engine::acquire(&app, "planted", &wait).unwrap();
                     let from = Instant::now();
                     std::thread::sleep(Duration::from_millis(5));
                     let to = Instant::now();
@@ -271,7 +274,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
     let names = ["victim", "clock", "counted", "other"];
     let mut tokens = Vec::new();
     for name in names {
-        let lease = app.acquire(name, &request()).unwrap();
+        let lease = Engine::acquire(&app, name, &request()).unwrap();
         lease.record_outcome(succeeded()).unwrap();
         tokens.push(lease.fencing_token());
         lease.release().unwrap();
@@ -306,16 +309,20 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
     assert!(victim.content_error.is_some(), "{victim:?}");
     assert!(app.inspect("clock").unwrap().content_error.is_none());
     // No holder may ask for an expiry that is taken for a poisoned one.
-    let err = app
-        .acquire("other", &request().ttl(Duration::from_secs(366 * 86_400)))
-        .unwrap_err();
+    let err = Engine::acquire(
+        &app,
+        "other",
+        request().ttl(Duration::from_secs(366 * 86_400)),
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("the longest is 365 days"), "{err}");
 
     // The tick claim (`--once-per`) and the run's record both move the
     // version on, from the largest bigint back to 1 and then 2.
     let schedule = Schedule::new(Duration::from_secs(3600), Duration::ZERO).unwrap();
-    let once = request().claim_tick(TickClaim::new(schedule, Instant::now()));
-    let lease = app.acquire("victim", &once).unwrap();
+    let mut once = request();
+    once.claim_tick(TickClaim::new(schedule, Instant::now()));
+    let lease = Engine::acquire(&app, "victim", &once).unwrap();
     assert!(
         lease.fencing_token() > tokens[3],
         "{}",
@@ -328,7 +335,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
         "2"
     );
 
-    let lease = app.acquire("counted", &request()).unwrap();
+    let lease = Engine::acquire(&app, "counted", &request()).unwrap();
     let run = lease.record_outcome(failed()).unwrap();
     assert_eq!(run.consecutive_failures, u32::MAX);
     lease.release().unwrap();
@@ -341,7 +348,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
     );
 
     // Held, its TTL poisoned: renewals go on, within the longest TTL.
-    let held = app.acquire("clock", &request()).unwrap();
+    let held = Engine::acquire(&app, "clock", &request()).unwrap();
     pg.psql(
         "SET ROLE vandal; \
          UPDATE lockfile.leases SET ttl_ms = 9223372036854775807 WHERE name = 'clock'; \

@@ -22,7 +22,9 @@ fn end(outcome: Outcome) -> RunEnd {
 }
 
 fn try_now() -> LeaseRequest {
-    LeaseRequest::new().job("test")
+    let mut request = LeaseRequest::new();
+    request.job("test");
+    request
 }
 
 #[test]
@@ -30,10 +32,10 @@ fn a_lease_is_held_contended_released_and_taken_again_with_a_larger_token() {
     let mut pg = Postgres::start();
     for (url, name) in [(pg.url(), "nightly"), (pg.bouncer_url(), "pooled")] {
         let engine = engine(&url, Duration::from_secs(3));
-        let first = engine.acquire(name, &try_now()).unwrap();
+        let first = Engine::acquire(&engine, name, &try_now()).unwrap();
         assert_eq!(first.key(), format!("lockfile.leases/{name}"));
         assert_eq!(first.ttl(), Duration::from_secs(3));
-        let err = engine.acquire(name, &try_now()).unwrap_err();
+        let err = Engine::acquire(&engine, name, &try_now()).unwrap_err();
         assert!(err.is_contended(), "{err}");
         assert_eq!(err.owner().unwrap().token, first.record().token);
         assert!(
@@ -55,7 +57,7 @@ fn a_lease_is_held_contended_released_and_taken_again_with_a_larger_token() {
         first.release().unwrap();
         assert_eq!(engine.inspect(name).unwrap().state, LeaseState::Free);
 
-        let second = engine.acquire(name, &try_now()).unwrap();
+        let second = Engine::acquire(&engine, name, &try_now()).unwrap();
         assert!(second.fencing_token() > token);
         let run = second.record_outcome(end(Outcome::Failed)).unwrap();
         assert_eq!(run.consecutive_failures, 2, "counted on from the first run");
@@ -77,12 +79,13 @@ fn a_lease_is_held_contended_released_and_taken_again_with_a_larger_token() {
 fn a_waiting_acquire_gets_the_lease_when_it_is_released() {
     let mut pg = Postgres::start();
     let engine = engine(&pg.bouncer_url(), Duration::from_secs(2));
-    let holder = engine.acquire("wait", &try_now()).unwrap();
+    let holder = Engine::acquire(&engine, "wait", &try_now()).unwrap();
     let waiter = {
         let engine = engine.clone();
         std::thread::spawn(move || {
-            let request = try_now().wait(Wait::up_to(Some(Duration::from_secs(30))));
-            let lease = engine.acquire("wait", &request).unwrap();
+            let mut request = try_now();
+            request.wait(Wait::up_to(Some(Duration::from_secs(30))));
+            let lease = Engine::acquire(&engine, "wait", &request).unwrap();
             (lease.fencing_token(), Instant::now())
         })
     };
@@ -95,10 +98,11 @@ fn a_waiting_acquire_gets_the_lease_when_it_is_released() {
     let lag = acquired_at - released_at;
     eprintln!("polling wake-up lag after a release: {lag:?} (poll every 200ms)");
     // A bounded wait by itself ends in a timeout naming the holder.
-    let holder = engine.acquire("wait", &try_now()).unwrap();
+    let holder = Engine::acquire(&engine, "wait", &try_now()).unwrap();
     let started = Instant::now();
-    let request = try_now().wait(Wait::up_to(Some(Duration::from_millis(500))));
-    let err = engine.acquire("wait", &request).unwrap_err();
+    let mut request = try_now();
+    request.wait(Wait::up_to(Some(Duration::from_millis(500))));
+    let err = Engine::acquire(&engine, "wait", &request).unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err}");
     assert!(started.elapsed() >= Duration::from_millis(500));
     assert_eq!(err.owner().unwrap().token, holder.record().token);
@@ -111,7 +115,7 @@ fn tokens_rise_across_a_thousand_handovers_and_a_server_restart() {
     let mut last = 0;
     for round in 0..1000 {
         let name = if round % 2 == 0 { "even" } else { "odd" };
-        let lease = engine.acquire(name, &try_now()).unwrap();
+        let lease = Engine::acquire(&engine, name, &try_now()).unwrap();
         assert!(
             lease.fencing_token() > last,
             "round {round}: {} after {last}",
@@ -123,7 +127,7 @@ fn tokens_rise_across_a_thousand_handovers_and_a_server_restart() {
     pg.stop();
     pg.start_again();
     // PgBouncer's pooled connections died with the server: it makes new ones.
-    let lease = engine.acquire("even", &try_now()).unwrap();
+    let lease = Engine::acquire(&engine, "even", &try_now()).unwrap();
     assert!(
         lease.fencing_token() > last,
         "{} after a restart, {last} before",
@@ -143,8 +147,9 @@ fn contenders_never_overlap_and_tokens_follow_the_order_of_holding() {
             std::thread::spawn(move || {
                 let mut held = Vec::new();
                 for _ in 0..40 {
-                    let request = try_now().wait(Wait::up_to(Some(Duration::from_secs(60))));
-                    let lease = engine.acquire("shared", &request).unwrap();
+                    let mut request = try_now();
+                    request.wait(Wait::up_to(Some(Duration::from_secs(60))));
+                    let lease = Engine::acquire(&engine, "shared", &request).unwrap();
                     let from = Instant::now();
                     std::thread::sleep(Duration::from_millis(2));
                     let to = Instant::now();
@@ -179,8 +184,9 @@ fn a_serializable_server_default_is_still_correct() {
             std::thread::spawn(move || {
                 let mut held = Vec::new();
                 for _ in 0..25 {
-                    let request = try_now().wait(Wait::up_to(Some(Duration::from_secs(60))));
-                    let lease = engine.acquire("serial", &request).unwrap();
+                    let mut request = try_now();
+                    request.wait(Wait::up_to(Some(Duration::from_secs(60))));
+                    let lease = Engine::acquire(&engine, "serial", &request).unwrap();
                     let from = Instant::now();
                     lease.record_outcome(end(Outcome::Succeeded)).unwrap();
                     let to = Instant::now();
@@ -211,7 +217,7 @@ fn a_role_with_only_the_documented_grants_runs_and_a_missing_table_names_init() 
     let url = format!("postgres://app:{PASSWORD}@127.0.0.1:{}/postgres", pg.port);
     let mut app = LeaseOptions::new(&url);
     app.ttl(Duration::from_secs(3));
-    let lease = app.acquire("granted", &try_now()).unwrap();
+    let lease = Engine::acquire(&app, "granted", &try_now()).unwrap();
     lease.record_outcome(end(Outcome::Succeeded)).unwrap();
     lease.release().unwrap();
     assert_eq!(app.inspect("granted").unwrap().state, LeaseState::Free);
@@ -231,11 +237,12 @@ fn a_role_with_only_the_documented_grants_runs_and_a_missing_table_names_init() 
     drop(admin);
 
     pg.psql("DROP TABLE lockfile.leases");
-    let err = app.acquire("granted", &try_now()).unwrap_err();
+    let err = Engine::acquire(&app, "granted", &try_now()).unwrap_err();
     assert_eq!(sqlstate::of(&err), Some(sqlstate::UNDEFINED_TABLE), "{err}");
     let message = err.to_string();
     assert!(message.contains("SQLSTATE 42P01"), "{message}");
     assert!(message.contains("lockfile postgres init"), "{message}");
+    assert!(message.contains("LeaseOptions::init"), "{message}");
     assert!(!message.contains(PASSWORD), "{message}");
     assert!(
         message.contains(&format!(
@@ -251,9 +258,7 @@ fn a_bad_password_a_refused_port_and_a_read_only_server_are_clear_errors() {
     let pg = Postgres::start();
     let ok = engine(&pg.url(), Duration::from_secs(3));
     let wrong = pg.url().replace(PASSWORD, "wrong-pw");
-    let err = LeaseOptions::new(&wrong)
-        .acquire("x", &try_now())
-        .unwrap_err();
+    let err = Engine::acquire(&LeaseOptions::new(&wrong), "x", &try_now()).unwrap_err();
     assert_eq!(
         sqlstate::of(&err),
         Some(sqlstate::INVALID_PASSWORD),
@@ -267,15 +272,40 @@ fn a_bad_password_a_refused_port_and_a_read_only_server_are_clear_errors() {
         .unwrap()
         .port();
     let refused = format!("postgres://lease:{PASSWORD}@127.0.0.1:{closed}/postgres");
-    let err = LeaseOptions::new(&refused)
-        .acquire("x", &try_now())
-        .unwrap_err();
+    let err = Engine::acquire(&LeaseOptions::new(&refused), "x", &try_now()).unwrap_err();
     assert!(matches!(err, Error::Server { .. }), "{err}");
     assert_eq!(sqlstate::of(&err), None, "{err}");
     assert!(!err.to_string().contains(PASSWORD), "{err}");
 
     pg.psql("ALTER DATABASE postgres SET default_transaction_read_only = on");
-    let err = ok.acquire("x", &try_now()).unwrap_err();
+    let err = Engine::acquire(&ok, "x", &try_now()).unwrap_err();
     assert_eq!(sqlstate::of(&err), Some(sqlstate::READ_ONLY), "{err}");
     assert!(err.to_string().contains("SQLSTATE 25006"), "{err}");
+}
+
+/// The options' own calls, as etcd's: a concrete guard, the job and the
+/// runtime from the options, a bounded wait, and a release that says how
+/// it went.
+#[test]
+fn the_options_take_a_lease_themselves_with_their_job_runtime_and_timeout() {
+    let pg = Postgres::start();
+    let mut opts = engine(&pg.url(), Duration::from_secs(3));
+    opts.job("nightly").max_runtime(Duration::from_secs(60));
+    let guard: lockfile_postgres::LeaseGuard = opts.try_acquire("own").unwrap();
+    assert_eq!(guard.record().job.as_deref(), Some("nightly"));
+    assert_eq!(guard.record().max_runtime_ms, Some(60_000));
+    let err = opts.try_acquire("own").unwrap_err();
+    assert!(err.is_contended(), "{err}");
+    let started = Instant::now();
+    let err = opts
+        .clone()
+        .timeout(Duration::from_millis(300))
+        .acquire("own")
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let released = guard.release().unwrap();
+    assert!(!released.was_lost(), "{released:?}");
+    let again = opts.acquire("own").unwrap();
+    again.release().unwrap();
 }

@@ -26,7 +26,9 @@ const TTL: Duration = Duration::from_secs(30);
 const SOON: Duration = Duration::from_secs(20);
 
 fn request() -> LeaseRequest {
-    LeaseRequest::new().job("listen")
+    let mut request = LeaseRequest::new();
+    request.job("listen");
+    request
 }
 
 /// Acquires `name` waiting up to a minute; returns the token once held
@@ -35,8 +37,9 @@ fn waiter(engine: &LeaseOptions, name: &str) -> JoinHandle<u64> {
     let engine = engine.clone();
     let name = name.to_owned();
     std::thread::spawn(move || {
-        let request = request().wait(Wait::up_to(Some(Duration::from_secs(60))));
-        let lease = engine.acquire(&name, &request).expect("the waiter's lease");
+        let mut request = request();
+        request.wait(Wait::up_to(Some(Duration::from_secs(60))));
+        let lease = Engine::acquire(&engine, &name, &request).expect("the waiter's lease");
         let token = lease.fencing_token();
         lease.release().unwrap();
         token
@@ -92,7 +95,7 @@ fn listeners_become(pg: &Postgres, count: &str) -> bool {
 /// the notification, and its listener never failed.
 fn woken_by_the_release(pg: &Postgres, url: &str, listen: &str, name: &str) {
     let holder_engine = engine(url, TTL);
-    let holder = holder_engine.acquire(name, &request()).unwrap();
+    let holder = Engine::acquire(&holder_engine, name, &request()).unwrap();
     let mut listening = holder_engine.clone();
     listening.listen(listen.to_owned());
     let waiting = waiter(&listening, name);
@@ -138,7 +141,7 @@ fn a_killed_listener_falls_back_to_polling_and_still_gets_the_lease() {
     let pg = Postgres::start();
     let name = "killed";
     let holder_engine = engine(&pg.url(), TTL);
-    let holder = holder_engine.acquire(name, &request()).unwrap();
+    let holder = Engine::acquire(&holder_engine, name, &request()).unwrap();
     let mut listening = holder_engine.clone();
     listening.listen(pg.url());
     let waiting = waiter(&listening, name);
@@ -181,7 +184,7 @@ fn a_wrong_listen_url_still_acquires_by_polling_with_a_warning() {
             "a postgres:// URL) cannot be read at byte 37",
         ),
     ] {
-        let holder = admin.acquire(name, &request()).unwrap();
+        let holder = Engine::acquire(&admin, name, &request()).unwrap();
         let mut listening = admin.clone();
         listening.listen(listen.clone());
         let waiting = waiter(&listening, name);
@@ -217,7 +220,7 @@ fn a_role_with_only_the_documented_grants_notifies_and_listens() {
     let mut app = LeaseOptions::new(&url);
     app.ttl(TTL);
     let name = "granted-listen";
-    let holder = app.acquire(name, &request()).unwrap();
+    let holder = Engine::acquire(&app, name, &request()).unwrap();
     let mut listening = app.clone();
     listening.listen(url.clone());
     let waiting = waiter(&listening, name);
@@ -262,7 +265,7 @@ fn a_listen_host_that_drops_packets_never_holds_up_the_wait() {
         proxy.endpoint().trim_start_matches("http://"),
     );
     let engine = engine(&pg.url(), TTL);
-    let holder = engine.acquire(name, &request()).unwrap();
+    let holder = Engine::acquire(&engine, name, &request()).unwrap();
     let mut listening = engine.clone();
     // The listener gives up 10 s after it started, well after the poll.
     listening
@@ -302,7 +305,7 @@ fn a_flood_of_notifications_from_any_role_costs_one_attempt_per_poll_at_most() {
     let engine = engine(&pg.url(), TTL);
     pg.psql(&format!("CREATE ROLE noisy LOGIN PASSWORD '{PASSWORD}'"));
     let noisy = format!("postgres://noisy:{PASSWORD}@127.0.0.1:{}/postgres", pg.port);
-    let holder = engine.acquire(name, &request()).unwrap();
+    let holder = Engine::acquire(&engine, name, &request()).unwrap();
     let mut listening = engine.clone();
     listening.listen(pg.url());
     let waiting = waiter(&listening, name);

@@ -13,7 +13,9 @@ use lockfile_postgres::{Engine, Error, LeaseOptions, LeaseRequest, LeaseState};
 use lockfile_test_support::postgres::{PASSWORD, Postgres};
 
 fn try_now() -> LeaseRequest {
-    LeaseRequest::new().job("tls")
+    let mut request = LeaseRequest::new();
+    request.job("tls");
+    request
 }
 
 /// `url` with these query parameters.
@@ -31,7 +33,7 @@ fn path(p: &Path) -> &str {
 fn refused(url: &str, name: &str) -> String {
     let mut opts = LeaseOptions::new(url);
     opts.request_timeout(Duration::from_secs(5));
-    let err = opts.acquire(name, &try_now()).unwrap_err();
+    let err = Engine::acquire(&opts, name, &try_now()).unwrap_err();
     let text = err.to_string();
     eprintln!("{name}: {text}");
     assert!(matches!(err, Error::Server { .. }), "{err:?}");
@@ -67,7 +69,7 @@ fn verify_full_with_the_test_ca_holds_renews_and_releases_a_lease_over_tls() {
     let ttl = Duration::from_secs(1);
     let engine = engine(&url, ttl);
     let acquired_at = Instant::now();
-    let lease = engine.acquire("over-tls", &try_now()).unwrap();
+    let lease = Engine::acquire(&engine, "over-tls", &try_now()).unwrap();
     let signal = lease.signal();
     let until = acquired_at + ttl * 5;
     while signal.last_renewal() <= acquired_at + ttl && Instant::now() < until {
@@ -100,9 +102,7 @@ fn verify_full_with_the_test_ca_holds_renews_and_releases_a_lease_over_tls() {
         pg.port,
         path(&ca)
     );
-    let lease = LeaseOptions::new(keywords)
-        .acquire("keywords", &try_now())
-        .unwrap();
+    let lease = Engine::acquire(&LeaseOptions::new(keywords), "keywords", &try_now()).unwrap();
     lease.release().unwrap();
 }
 
@@ -137,7 +137,7 @@ fn verify_full_refuses_a_host_the_certificate_does_not_name_and_verify_ca_accept
         ],
     );
     let engine = engine(&url, Duration::from_secs(3));
-    let lease = engine.acquire("mismatch", &try_now()).unwrap();
+    let lease = Engine::acquire(&engine, "mismatch", &try_now()).unwrap();
     assert_eq!(encrypted(&pg, "tls-ca"), "true 1");
     lease.release().unwrap();
 }
@@ -171,11 +171,14 @@ fn a_certificate_signed_by_another_ca_is_refused_by_every_verifying_mode() {
             ("sslrootcert", path(&pg.root_cert())),
         ],
     );
-    engine(&url, Duration::from_secs(3))
-        .acquire("by-address", &try_now())
-        .unwrap()
-        .release()
-        .unwrap();
+    Engine::acquire(
+        &engine(&url, Duration::from_secs(3)),
+        "by-address",
+        &try_now(),
+    )
+    .unwrap()
+    .release()
+    .unwrap();
 }
 
 #[test]
@@ -194,7 +197,7 @@ fn require_without_a_root_file_encrypts_without_verifying_and_verify_full_names_
         ],
     );
     let engine = engine(&url, Duration::from_secs(3));
-    let lease = engine.acquire("require", &try_now()).unwrap();
+    let lease = Engine::acquire(&engine, "require", &try_now()).unwrap();
     assert_eq!(encrypted(&pg, "tls-require"), "true 1");
     lease.release().unwrap();
 
@@ -240,9 +243,8 @@ fn require_against_a_server_without_tls_is_refused_and_prefer_falls_back() {
             &pg.url(),
             &[("sslmode", mode), ("application_name", "tls-prefer")],
         );
-        let lease = engine(&url, Duration::from_secs(3))
-            .acquire("plain", &try_now())
-            .unwrap();
+        let lease =
+            Engine::acquire(&engine(&url, Duration::from_secs(3)), "plain", &try_now()).unwrap();
         assert_eq!(encrypted(&pg, "tls-prefer"), "false 1");
         lease.release().unwrap();
     }
@@ -266,8 +268,7 @@ fn a_client_certificate_logs_in_and_a_key_others_may_read_is_refused() {
             ("sslkey", path(&key)),
         ],
     );
-    engine(&url, Duration::from_secs(3))
-        .acquire("by-cert", &try_now())
+    Engine::acquire(&engine(&url, Duration::from_secs(3)), "by-cert", &try_now())
         .unwrap()
         .release()
         .unwrap();
@@ -326,11 +327,14 @@ fn channel_binding_require_refuses_a_server_that_asks_for_no_password() {
     );
     // Without channel binding required, a connection that exchanged no
     // password goes on.
-    let lease = engine(
-        &with(&url, &[("sslmode", "require")]),
-        Duration::from_secs(5),
+    let lease = Engine::acquire(
+        &engine(
+            &with(&url, &[("sslmode", "require")]),
+            Duration::from_secs(5),
+        ),
+        "unbound",
+        &try_now(),
     )
-    .acquire("unbound", &try_now())
     .unwrap();
     lease.release().unwrap();
     let err = refused(

@@ -159,7 +159,8 @@ fn acquire_all(engine: &Arc<dyn Engine>, kind: Kind, leases: usize, ttl: Duratio
                 (w..leases)
                     .step_by(WORKERS)
                     .map(|i| {
-                        let request = LeaseRequest::new()
+                        let mut request = LeaseRequest::new();
+                        request
                             .ttl(ttl)
                             .wait(Wait::Until(Instant::now() + Duration::from_secs(30)));
                         let name = format!("bench-load-{}-{i}", kind.name());

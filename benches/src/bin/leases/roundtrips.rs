@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, WatchOptions};
 use lockfile_bench::stats::{Results, Rng};
-use lockfile_postgres::{Engine as _, LeaseRequest};
+use lockfile_postgres::{Engine, LeaseRequest};
 use tokio::runtime::Runtime;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls};
@@ -232,7 +232,7 @@ fn pg_variants(
         out.push(Variant {
             name: pg::key(path, pg::ENGINE),
             op: Box::new(move || {
-                let lease = engine.acquire(&name, &LeaseRequest::new())?;
+                let lease = Engine::acquire(&engine, &name, &LeaseRequest::new())?;
                 lease.release()?;
                 Ok(())
             }),

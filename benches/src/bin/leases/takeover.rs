@@ -91,7 +91,7 @@ pub(crate) fn holder_main(kind: &str, name: &str, ttl_ms: &str) -> Result<()> {
     let server = std::env::var(SERVER_ENV).with_context(|| format!("{SERVER_ENV} is not set"))?;
     let lease = engine(kind, &server, ttl).acquire(
         name,
-        &LeaseRequest::new()
+        LeaseRequest::new()
             .ttl(ttl)
             .wait(Wait::Until(Instant::now() + 10 * ttl)),
     )?;
@@ -181,7 +181,8 @@ fn once(
     let contender = engine(kind, server, ttl);
     let (done_tx, done_rx) = channel();
     let waiter = std::thread::spawn(move || {
-        let request = LeaseRequest::new().ttl(ttl).wait(Wait::Until(
+        let mut request = LeaseRequest::new();
+        request.ttl(ttl).wait(Wait::Until(
             Instant::now() + 3 * granted + Duration::from_secs(10),
         ));
         let lease = contender.acquire(&name, &request);
@@ -207,7 +208,8 @@ fn once(
         .recv()
         .context("the contender ended without an answer")?;
     match waiter.join() {
-        Ok(Ok(())) => {}
+        Ok(Ok(released)) if !released.was_lost() => {}
+        Ok(Ok(released)) => bail!("the {} contender lost its lease: {released:?}", kind.name()),
         Ok(Err(e)) => bail!("the {} contender failed: {e}", kind.name()),
         Err(_) => bail!("the {} contender panicked", kind.name()),
     }

@@ -247,7 +247,12 @@ fn play(role: &Role) {
                 let released = guard.release();
                 emit(&Ev::Released {
                     token,
-                    error: released.err().map(|e| e.to_string()),
+                    // A release after a loss is no error, but this role's
+                    // section may have overlapped another holder's.
+                    error: match released {
+                        Ok(released) => released.loss().map(ToString::to_string),
+                        Err(e) => Some(e.to_string()),
+                    },
                 });
                 break;
             }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use lockfile::wait::Wait;
-use lockfile_lease::{Engine, Error, LeaseRequest};
+use lockfile_lease::{Engine, LeaseRequest};
 use rustix::fs::FlockOperation;
 
 use super::{Leases, name};
@@ -50,10 +50,8 @@ pub(crate) fn lease_worker(dir: &Path, index: usize, leases: &Leases) -> Result<
             ))),
             _ => Wait::up_to(Some(ttl * 3)),
         };
-        let request = LeaseRequest::new()
-            .wait(wait)
-            .ttl(ttl)
-            .job(format!("torture-{index}"));
+        let mut request = LeaseRequest::new();
+        request.wait(wait).ttl(ttl).job(format!("torture-{index}"));
         slot.state.store(state::WAITING, SeqCst);
         let lease = match engine.acquire(&name(k), &request) {
             Ok(lease) => lease,
@@ -91,8 +89,8 @@ pub(crate) fn lease_worker(dir: &Path, index: usize, leases: &Leases) -> Result<
         slot.done.fetch_add(1, SeqCst);
         slot.state.store(state::RELEASING, SeqCst);
         match lease.release() {
-            Ok(()) if !lost => {}
-            Ok(()) | Err(Error::LeaseLost { .. }) => {
+            Ok(released) if !lost && !released.was_lost() => {}
+            Ok(_) => {
                 board.leases_lost.fetch_add(1, SeqCst);
                 eprintln!(
                     "lockfile-torture: LOST: worker {index} (pid {}) lost its lease on {} during its section",

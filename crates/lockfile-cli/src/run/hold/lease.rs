@@ -74,7 +74,7 @@ pub(crate) fn acquire(
     };
     let mut request = request(args, job);
     if let Some(claim) = claim {
-        request = request.claim_tick(claim);
+        request.claim_tick(claim);
     }
     let name = args.lockfile.to_string_lossy();
     let lease = match engine.acquire(&name, &request) {
@@ -132,12 +132,13 @@ fn request(args: &RunArgs, job: &str) -> LeaseRequest {
     } else {
         Wait::up_to(args.wait)
     };
-    let mut request = LeaseRequest::new().wait(wait).job(job);
+    let mut request = LeaseRequest::new();
+    request.wait(wait).job(job);
     if let Some(ttl) = args.ttl {
-        request = request.ttl(ttl);
+        request.ttl(ttl);
     }
     if let Some(max_runtime) = args.max_runtime {
-        request = request.max_runtime(max_runtime);
+        request.max_runtime(max_runtime);
     }
     request
 }
@@ -307,14 +308,14 @@ impl Hold for LeaseHold {
             errln!("lockfile: the command ended ({}), but {e}", end.outcome);
         }
         match self.lease.release() {
-            Ok(()) => Released::Done,
+            Ok(lockfile_lease::Released::AfterLoss(loss)) => {
+                errln!("lockfile: {loss}");
+                Released::Lost
+            }
+            Ok(_) => Released::Done,
             Err(e) => {
                 errln!("lockfile: {e}");
-                if e.is_lost() {
-                    Released::Lost
-                } else {
-                    Released::Done
-                }
+                Released::Done
             }
         }
     }

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use lockfile_lease::LeaseRequest;
+
 /// The endpoint used when none is given: a local etcd on its default port.
 pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:2379";
 
@@ -45,10 +47,10 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct LeaseOptions {
     pub(crate) endpoints: Vec<String>,
     pub(crate) ttl: Duration,
-    /// For the owner record of [`acquire`](LeaseOptions::acquire) and
-    /// [`try_acquire`](LeaseOptions::try_acquire).
-    pub(crate) job: Option<String>,
-    pub(crate) max_runtime: Option<Duration>,
+    /// The job and the maximum runtime that [`acquire`](LeaseOptions::acquire)
+    /// and [`try_acquire`](LeaseOptions::try_acquire) ask for; each sets
+    /// its own wait.
+    pub(crate) own: LeaseRequest,
     pub(crate) timeout: Option<Duration>,
     pub(crate) request_timeout: Duration,
     pub(crate) user: Option<(String, String)>,
@@ -69,8 +71,8 @@ impl fmt::Debug for LeaseOptions {
                 &crate::endpoint::Endpoints::parse(&self.endpoints).map(|e| e.shown),
             )
             .field("ttl", &self.ttl)
-            .field("job", &self.job)
-            .field("max_runtime", &self.max_runtime)
+            .field("job", &self.own.job)
+            .field("max_runtime", &self.own.max_runtime)
             .field("timeout", &self.timeout)
             .field("request_timeout", &self.request_timeout)
             // Never print the password.
@@ -85,8 +87,7 @@ impl LeaseOptions {
         LeaseOptions {
             endpoints: vec![DEFAULT_ENDPOINT.to_owned()],
             ttl: DEFAULT_TTL,
-            job: None,
-            max_runtime: None,
+            own: LeaseRequest::new(),
             timeout: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             user: None,
@@ -135,7 +136,7 @@ impl LeaseOptions {
     ///
     /// Default: none.
     pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
-        self.job = Some(name.into());
+        self.own.job(name);
         self
     }
 
@@ -148,7 +149,7 @@ impl LeaseOptions {
     ///
     /// Default: none.
     pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
-        self.max_runtime = Some(max_runtime);
+        self.own.max_runtime(max_runtime);
         self
     }
 

@@ -62,14 +62,8 @@ impl LeaseOptions {
 
     /// The request these options make, waiting as `wait` says.
     fn request(&self, wait: Wait) -> LeaseRequest {
-        let mut request = LeaseRequest::new();
+        let mut request = self.own.clone();
         request.wait(wait).ttl(self.ttl);
-        if let Some(job) = &self.job {
-            request.job(job.clone());
-        }
-        if let Some(max_runtime) = self.max_runtime {
-            request.max_runtime(max_runtime);
-        }
         request
     }
 

@@ -44,10 +44,10 @@ pub struct LeaseOptions {
     pub(crate) ttl: Duration,
     pub(crate) request_timeout: Duration,
     pub(crate) listen: Option<String>,
-    /// For the owner record of [`acquire`](LeaseOptions::acquire) and
-    /// [`try_acquire`](LeaseOptions::try_acquire).
-    pub(crate) job: Option<String>,
-    pub(crate) max_runtime: Option<Duration>,
+    /// The job and the maximum runtime that [`acquire`](LeaseOptions::acquire)
+    /// and [`try_acquire`](LeaseOptions::try_acquire) ask for; each sets
+    /// its own wait.
+    pub(crate) own: LeaseRequest,
     pub(crate) timeout: Option<Duration>,
 }
 
@@ -60,8 +60,8 @@ impl fmt::Debug for LeaseOptions {
             .field("ttl", &self.ttl)
             .field("request_timeout", &self.request_timeout)
             .field("listen", &self.listen.as_deref().map(crate::server::shown))
-            .field("job", &self.job)
-            .field("max_runtime", &self.max_runtime)
+            .field("job", &self.own.job)
+            .field("max_runtime", &self.own.max_runtime)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -83,8 +83,7 @@ impl LeaseOptions {
             ttl: DEFAULT_TTL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             listen: None,
-            job: None,
-            max_runtime: None,
+            own: LeaseRequest::new(),
             timeout: None,
         }
     }
@@ -147,7 +146,7 @@ impl LeaseOptions {
     ///
     /// Default: none.
     pub fn job(&mut self, name: impl Into<String>) -> &mut Self {
-        self.job = Some(name.into());
+        self.own.job(name);
         self
     }
 
@@ -158,7 +157,7 @@ impl LeaseOptions {
     ///
     /// Default: none.
     pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
-        self.max_runtime = Some(max_runtime);
+        self.own.max_runtime(max_runtime);
         self
     }
 

@@ -83,6 +83,18 @@ pub struct RunArgs {
     #[command(flatten)]
     pub ticks: TickArgs,
 
+    /// Before taking the lock, wait a delay in [0, DURATION) that is the
+    /// same on every run of this job on this host, and differs between
+    /// hosts: it is drawn from /etc/machine-id (the hostname where there is
+    /// none) and the job's name, never from the time or the pid, so that a
+    /// fleet spreads out the same way every run (LOCKFILE_JITTER_SEED
+    /// stands for the machine id, for tests). With --once-per, the run's
+    /// tick is still the one nearest to its start, and DURATION must be
+    /// less than half the period. A SIGTERM meanwhile ends the run before
+    /// it takes anything.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "unlock")]
+    pub jitter: Option<Duration>,
+
     /// With a lease: its time to live, in seconds or for example 1m
     /// (default 10).
     #[arg(long, value_name = "DURATION", requires = "engine", value_parser = duration::parse_positive)]

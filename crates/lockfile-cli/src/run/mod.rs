@@ -21,6 +21,7 @@ use std::time::{Instant, SystemTime};
 pub(crate) mod beat_file;
 pub(crate) mod command;
 pub(crate) mod hold;
+pub(crate) mod jitter;
 pub(crate) mod keeper;
 pub(crate) mod limits;
 pub(crate) mod outcome;
@@ -58,7 +59,19 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             return exit::USAGE;
         }
     };
+    if let Some(why) = args
+        .jitter
+        .and_then(|jitter| jitter::refused(jitter, args.ticks.once_per))
+    {
+        errln!("{name}: {why}");
+        return exit::USAGE;
+    }
     if args.command.is_empty() && args.shell_command.is_none() {
+        let job = args
+            .job
+            .clone()
+            .unwrap_or_else(|| args.lockfile.to_string_lossy().into_owned());
+        wait_jitter(&args, &job, name);
         return crate::flock::descriptor::without_command(&args, claim.is_some(), name);
     }
     let (program, program_args) = command_line(&args);
@@ -73,7 +86,9 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         }
     };
 
-    // Acquire, and claim the tick.
+    // Wait out the jitter, then acquire, and claim the tick (the one
+    // nearest `started`, before the jitter).
+    wait_jitter(&args, &job, name);
     let acquired = if args.engine.chosen() {
         hold::lease::acquire(&args, &job, claim, &mut monitor)
     } else {
@@ -111,6 +126,22 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         Released::Lost if ran.is_ok() => exit::LEASE_LOST,
         _ => code,
     }
+}
+
+/// Sleeps `--jitter`'s delay for `job`, if any. Nothing is held or written
+/// yet, and the signals keep the dispositions the run started with: a
+/// SIGTERM ends the run here as it would end a `sleep`.
+fn wait_jitter(args: &RunArgs, job: &str, name: &str) {
+    let Some(jitter) = args.jitter else { return };
+    let delay = jitter::delay(jitter, job);
+    if args.verbose {
+        errln!(
+            "{name}: --jitter {}: waiting {:.3}s before taking the lock",
+            humantime::format_duration(jitter),
+            delay.as_secs_f64()
+        );
+    }
+    std::thread::sleep(delay);
 }
 
 /// Starts COMMAND under `hold` and supervises it, and whatever it leaves

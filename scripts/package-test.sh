@@ -87,6 +87,11 @@ bash -c '
     [[ " ${COMPREPLY[*]} " == *" inspect "* ]]
 ' || fail "the bash completion does not complete inspect"
 
+# The alert rules, where monitoring.md says they are (promtool checks them
+# in the test command; this root has no Prometheus).
+grep -q "alert: LockfileJobSilent" /usr/share/lockfile/lockfile-rules.yml ||
+    fail "the package lacks /usr/share/lockfile/lockfile-rules.yml"
+
 # The example units, verified by this root's systemd (their job is a stub).
 mkdir "$w/units"
 cp /usr/share/doc/lockfile/examples/*.service /usr/share/doc/lockfile/examples/*.timer "$w/units/"
@@ -104,4 +109,4 @@ rm -rf "$w"
 dpkg --purge lockfile >/dev/null
 if dpkg -s lockfile >/dev/null 2>&1; then fail "lockfile is still known to dpkg after --purge"; fi
 [ ! -e /usr/bin/lockfile ] || fail "/usr/bin/lockfile is still there"
-echo "package-test: installed, ran run, a skip, inspect, reap, check, flock, the man page, the completion and the units; purged"
+echo "package-test: installed, ran run, a skip, inspect, reap, check, flock, the man page, the completion, the alert rules and the units; purged"

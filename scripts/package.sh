@@ -103,7 +103,8 @@ for path in ./usr/bin/lockfile ./usr/share/man/man1/lockfile.1.gz \
     ./usr/share/doc/lockfile/copyright \
     ./usr/share/doc/lockfile/examples/nightly-backup.service \
     ./usr/share/doc/lockfile/examples/nightly-backup.timer \
-    ./usr/share/doc/lockfile/examples/crontab; do
+    ./usr/share/doc/lockfile/examples/crontab \
+    ./usr/share/lockfile/lockfile-rules.yml; do
     if ! grep -qx -- "$path" <<<"$contents"; then
         echo "package.sh: the package lacks $path; it holds:" >&2
         echo "$contents" >&2

@@ -1443,3 +1443,81 @@ fn a_planted_file_is_refused_by_run_and_its_success_in_9999_never_reads_as_0s_ag
     );
     assert_eq!(std::fs::read_to_string(&lock).unwrap(), forged, "untouched");
 }
+
+/// The package's alert rules pass promtool's checks and tests, and every
+/// metric they name is one a real run or inspect writes (the lease metrics
+/// are held to etcd's output in etcd.rs).
+#[test]
+fn the_alert_rules_pass_promtool_and_name_only_metrics_that_are_written() {
+    let dir = common::prometheus::rules_dir();
+    for args in [
+        &["check", "rules", "lockfile-rules.yml"][..],
+        &["test", "rules", "lockfile-rules.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .bounded_output();
+        assert_eq!(
+            code(&out),
+            0,
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+    }
+
+    let work = Dir::new();
+    let metrics = work.path("metrics");
+    std::fs::create_dir(&metrics).unwrap();
+    let locks = work.path("locks");
+    std::fs::create_dir(&locks).unwrap();
+    // A job that succeeds after a failure, and one that never succeeded
+    // (a finding, with --expect-every).
+    let runs = [
+        ("job.lock", "exit 3", 3),
+        ("job.lock", "true", 0),
+        ("never.lock", "exit 3", 3),
+    ];
+    for (lock, script, status) in runs {
+        let lock = locks.join(lock);
+        let out = run_output(&[
+            "run",
+            "--metrics-dir",
+            s(&metrics),
+            "--job",
+            "job",
+            s(&lock),
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert_eq!(code(&out), status, "{}", stderr(&out));
+    }
+    let mut written = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(&metrics).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        written.extend(common::prometheus::sample_names(&text));
+    }
+    let out = lockfile()
+        .args([
+            "inspect",
+            "--format",
+            "prometheus",
+            "--expect-every",
+            "1s",
+            s(&locks),
+        ])
+        .bounded_output();
+    written.extend(common::prometheus::sample_names(&String::from_utf8_lossy(
+        &out.stdout,
+    )));
+    let missing: Vec<String> = common::prometheus::rule_metrics()
+        .into_iter()
+        .filter(|name| !name.starts_with("lockfile_lease_") && !written.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the rules name {missing:?}, which no run wrote: {written:?}"
+    );
+}

@@ -287,7 +287,7 @@ impl<'de> Deserialize<'de> for LeaseReport {
             last_claimed_tick: Option<Claim>,
             #[serde(default)]
             history_error: Option<String>,
-            #[serde(deserialize_with = "lockfile::json::known_findings")]
+            #[serde(deserialize_with = "lockfile::inspect::known_findings")]
             findings: Vec<Finding>,
         }
         let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());

@@ -19,15 +19,14 @@
 //!
 //! Anything else is a new version, in a major release. The owner record in
 //! a lock file is another document with its own `format` (1) and rules
-//! ([`OwnerRecord`](crate::OwnerRecord)).
+//! ([`OwnerRecord`]).
 
 /// The version of the JSON contract written in every object's `version`.
 pub const VERSION: u32 = 1;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::Serialize;
 
 use crate::OwnerRecord;
-use crate::inspect::Finding;
 
 /// An owner record as a report shows it: the record's own keys, and its
 /// heartbeat interval in seconds beside the record's milliseconds
@@ -53,28 +52,4 @@ fn owner<S: serde::Serializer>(record: &&OwnerRecord, s: S) -> Result<S::Ok, S::
         heartbeat_interval_seconds: record.heartbeat_interval().map(|d| d.as_secs_f64()),
     }
     .serialize(s)
-}
-
-/// A report's findings, leaving out those of a kind this version does not
-/// know (a later minor version's), so that the rest still reads: for
-/// `#[serde(deserialize_with = "lockfile::json::known_findings")]`.
-///
-/// # Errors
-///
-/// The deserializer's, when the findings are not a list.
-pub fn known_findings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Finding>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Read {
-        Known(Finding),
-        Unknown(serde::de::IgnoredAny),
-    }
-    let read = Vec::<Read>::deserialize(d)?;
-    Ok(read
-        .into_iter()
-        .filter_map(|r| match r {
-            Read::Known(finding) => Some(finding),
-            Read::Unknown(_) => None,
-        })
-        .collect())
 }

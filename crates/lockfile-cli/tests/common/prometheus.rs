@@ -199,3 +199,38 @@ impl Drop for NodeExporter {
         let _ = self.child.wait();
     }
 }
+
+/// The alert rules the package installs, beside their `promtool` tests.
+pub(crate) fn rules_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/prometheus")
+}
+
+/// Every metric name the alert rules' expressions use.
+pub(crate) fn rule_metrics() -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(rules_dir().join("lockfile-rules.yml")).unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let Some(expr) = line.trim().strip_prefix("expr:") else {
+            continue;
+        };
+        let mut rest = expr;
+        while let Some(at) = rest.find("lockfile_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            names.insert(name);
+        }
+    }
+    assert!(
+        names.len() >= 5,
+        "the rules name too few metrics: {names:?}"
+    );
+    names
+}
+
+/// Every metric name with a sample in `text`, an exposition.
+pub(crate) fn sample_names(text: &str) -> std::collections::BTreeSet<String> {
+    samples(text).into_iter().map(|s| s.name).collect()
+}

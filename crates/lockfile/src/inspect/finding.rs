@@ -456,3 +456,27 @@ mod secs {
         Duration::try_from_secs_f64(f64::deserialize(d)?).map_err(D::Error::custom)
     }
 }
+
+/// A report's findings, leaving out those of a kind this version does not
+/// know (a later minor version's), so that the rest still reads: for
+/// `#[serde(deserialize_with = "lockfile::inspect::known_findings")]`.
+///
+/// # Errors
+///
+/// The deserializer's, when the findings are not a list.
+pub fn known_findings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Finding>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Read {
+        Known(Finding),
+        Unknown(serde::de::IgnoredAny),
+    }
+    let read = Vec::<Read>::deserialize(d)?;
+    Ok(read
+        .into_iter()
+        .filter_map(|r| match r {
+            Read::Known(finding) => Some(finding),
+            Read::Unknown(_) => None,
+        })
+        .collect())
+}

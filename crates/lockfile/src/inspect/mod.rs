@@ -18,7 +18,7 @@ mod scan;
 use std::io;
 use std::path::Path;
 
-pub use finding::{Described, Finding, Severity, Status, TimeField, Undecided};
+pub use finding::{Described, Finding, Severity, Status, TimeField, Undecided, known_findings};
 pub use health::Unhealthy;
 pub use json_path::JsonPath;
 pub(crate) use liveness::{Liveness, judge_owner};

@@ -238,7 +238,7 @@ impl<'de> Deserialize<'de> for LockReport {
             content_error: Option<String>,
             content: Option<Content>,
             no_record: Option<NoRecord>,
-            #[serde(deserialize_with = "crate::json::known_findings")]
+            #[serde(deserialize_with = "crate::inspect::known_findings")]
             findings: Vec<Finding>,
         }
         let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());

@@ -181,7 +181,10 @@ fn sample(
                 .wait(Wait::up_to(Some(Duration::from_secs(60))));
             let lease = Engine::acquire(&waiter, name, &request)?;
             let acquired = Instant::now();
-            lease.release()?;
+            anyhow::ensure!(
+                !lease.release()?.was_lost(),
+                "the lease was lost before its release"
+            );
             Ok(acquired)
         })
     };
@@ -190,7 +193,10 @@ fn sample(
     }
     std::thread::sleep(phase);
     let releasing = Instant::now();
-    held.release()?;
+    anyhow::ensure!(
+        !held.release()?.was_lost(),
+        "the lease was lost before its release"
+    );
     let released = releasing.elapsed().as_secs_f64();
     let acquired = waiting.join().expect("the waiter's thread")?;
     Ok((

@@ -82,11 +82,14 @@ fn a_jitter_of_half_the_period_or_more_is_a_usage_error_and_takes_nothing() {
         "{said}"
     );
     assert!(!lock.exists());
+    // Less is taken. A period of a day leaves a run that starts near its
+    // half-period edge no chance to pass it in the 100 ms (which one near a
+    // minute's would have: its tick is then refused as too late).
     let out = lockfile()
         .args([
             "run",
             "--once-per",
-            "1m",
+            "1d",
             "--jitter",
             "100ms",
             s(&lock),
@@ -102,6 +105,14 @@ fn sigterm_during_the_jitter_ends_the_run_before_it_takes_or_writes_anything() {
     let lock = dir.path("backup.lock");
     let metrics = dir.path("metrics");
     std::fs::create_dir(&metrics).unwrap();
+    // Killed on drop, so that a failure leaves no run sleeping for an hour.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let mut child = lockfile()
         .args([
             "run",
@@ -122,6 +133,7 @@ fn sigterm_during_the_jitter_ends_the_run_before_it_takes_or_writes_anything() {
     BufReader::new(child.stderr.take().unwrap())
         .read_line(&mut line)
         .unwrap();
+    let mut child = Killed(child);
     let seconds: f64 = line
         .trim()
         .strip_prefix("lockfile: --jitter 1h: waiting ")
@@ -130,8 +142,8 @@ fn sigterm_during_the_jitter_ends_the_run_before_it_takes_or_writes_anything() {
         .parse()
         .unwrap();
     assert!(seconds > 60.0, "this seed waits {seconds}s");
-    signal(child.id(), "TERM");
-    let status = wait_within_patience(&mut child).expect("the run ends on SIGTERM");
+    signal(child.0.id(), "TERM");
+    let status = wait_within_patience(&mut child.0).expect("the run ends on SIGTERM");
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
     assert!(!lock.exists(), "the lock file was created");
     assert_eq!(

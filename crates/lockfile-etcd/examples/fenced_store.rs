@@ -92,7 +92,9 @@ fn main() -> anyhow::Result<()> {
     for write in store.history()? {
         println!("   token {:>4}: {}", write.token, write.value);
     }
-    b.release()?;
+    if let Some(loss) = b.release()?.loss() {
+        println!("-- holder B's lease was lost before its release: {loss}");
+    }
     Ok(())
 }
 

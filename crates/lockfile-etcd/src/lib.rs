@@ -28,7 +28,9 @@
 //!             guard.check()?; // the lease may have lapsed: stop
 //!             // ... write the batch, carrying guard.fencing_token() ...
 //!         }
-//!         guard.release()?;
+//!         if let Some(loss) = guard.release()?.loss() {
+//!             eprintln!("the batches may have overlapped another holder: {loss}");
+//!         }
 //!     }
 //!     // Someone else holds it; the error names them (pid, host, job, since).
 //!     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),

@@ -39,7 +39,8 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 ///     .timeout(Duration::from_secs(60))
 ///     .acquire("nightly-backup")?;
 /// println!("fencing token {}", guard.fencing_token());
-/// guard.release()?;
+/// let released = guard.release()?; // says whether the lease was lost first
+/// assert!(!released.was_lost());
 /// # Ok(())
 /// # }
 /// ```

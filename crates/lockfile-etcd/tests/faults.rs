@@ -183,7 +183,7 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off() {
         },
         late_writes.len(),
     );
-    contender.release().unwrap();
+    assert!(!contender.release().unwrap().was_lost());
 }
 
 /// Cut the holder's connection with a black hole (nothing forwarded, nothing
@@ -269,7 +269,7 @@ fn a_holder_behind_a_black_hole_declares_loss_by_its_deadline() {
     // Nobody else held the lease while the holder could still believe it did.
     assert!(taken_at > lost.deadline);
     assert!(guard.fencing_token() > old_token);
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 /// Behind a black hole, the end of a run as a command wrapper does it: stop
@@ -427,7 +427,7 @@ fn etcd_paused_past_the_ttl_makes_the_holder_declare_loss_first() {
     // The holder's declared loss precedes the contender's acquisition.
     assert!(taken_at > lost.lost_at);
     assert!(guard.fencing_token() > old_token);
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 /// etcd dies and stays down longer than the TTL, then restarts on the same
@@ -477,7 +477,7 @@ fn etcd_down_past_the_ttl_makes_the_holder_declare_loss_first() {
         "{:.3}s",
         secs((taken_at - ready_at).into())
     );
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 /// A blocking acquire that is waiting when etcd restarts waits on, and takes
@@ -498,10 +498,10 @@ fn a_waiting_acquire_survives_an_etcd_restart() {
     std::thread::sleep(Duration::from_secs(2));
     holder.check().unwrap();
     let token = holder.fencing_token();
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     let guard = waiter.join().unwrap().expect("the waiter acquires");
     assert!(guard.fencing_token() > token);
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 /// Several processes take turns on one lease, writing to one fenced store:

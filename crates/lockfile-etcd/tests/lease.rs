@@ -47,11 +47,11 @@ fn try_acquire_contends_with_the_holders_record_and_token() {
     assert!(other.fencing_token() > guard.fencing_token());
 
     let first_token = guard.fencing_token();
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
     let again = etcd.options(TTL).try_acquire("job").unwrap();
     assert!(again.fencing_token() > first_token);
-    again.release().unwrap();
-    other.release().unwrap();
+    assert!(!again.release().unwrap().was_lost());
+    assert!(!other.release().unwrap().was_lost());
 }
 
 #[test]
@@ -76,7 +76,7 @@ fn a_bounded_acquire_times_out_naming_the_holder() {
     );
     // The wait did not disturb the holder.
     guard.check().unwrap();
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 #[test]
@@ -93,7 +93,7 @@ fn a_blocking_acquire_wakes_on_release() {
     // also need luck to be fast below.
     std::thread::sleep(Duration::from_millis(700));
     let released = Instant::now();
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
     let (acquired, token) = waiter.join().unwrap();
     assert!(token > first);
     let handoff = acquired.duration_since(released);
@@ -122,7 +122,7 @@ fn renewal_keeps_the_lease_past_its_ttl() {
     let report = etcd.options(TTL).inspect("long").unwrap();
     assert_eq!(report.state, LeaseState::Held);
     assert!(report.ttl_remaining.unwrap() >= Duration::from_secs(1));
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn release_deletes_the_key_and_revokes_the_lease() {
     let guard = etcd.options(TTL).try_acquire("tidy").unwrap();
     let id = guard.lease_id().expect("an etcd lease id");
     let signal = guard.signal();
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
     assert_eq!(signal.lost_reason(), Some(LostReason::Released));
     let report = etcd.options(TTL).inspect("tidy").unwrap();
     assert_eq!(report.state, LeaseState::Free);
@@ -242,7 +242,7 @@ fn dropping_the_guard_releases() {
     let etcd = Etcd::start();
     drop(etcd.options(TTL).try_acquire("dropped").unwrap());
     let again = etcd.options(TTL).try_acquire("dropped").unwrap();
-    again.release().unwrap();
+    assert!(!again.release().unwrap().was_lost());
 }
 
 #[test]
@@ -288,8 +288,8 @@ fn inspect_reports_the_owner_token_and_ttl_as_json() {
     let all = etcd.options(TTL).inspect_all().unwrap();
     let names: Vec<&str> = all.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["another", "report"]);
-    second.release().unwrap();
-    guard.release().unwrap();
+    assert!(!second.release().unwrap().was_lost());
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 #[test]
@@ -364,7 +364,7 @@ fn the_lease_thread_works_from_inside_an_async_runtime() {
         let guard = opts.try_acquire("from-async").unwrap();
         let report = opts.inspect("from-async").unwrap();
         assert_eq!(report.fencing_token, Some(guard.fencing_token()));
-        guard.release().unwrap();
+        assert!(!guard.release().unwrap().was_lost());
     });
 }
 
@@ -399,7 +399,7 @@ fn the_run_history_outlives_the_lease_and_later_holders() {
     assert_eq!(run.consecutive_failures, 1);
     assert_eq!(run.last_failure_at, Some(run.finished_at));
     assert!(run.duration_seconds >= 2.0, "{run:?}");
-    first.release().unwrap();
+    assert!(!first.release().unwrap().was_lost());
 
     // The lease and its key are gone; the history is not, and no lease
     // carries it off.
@@ -442,7 +442,7 @@ fn the_run_history_outlives_the_lease_and_later_holders() {
         .unwrap();
     assert_eq!(ok.consecutive_failures, 0);
     assert_eq!(ok.last_failure_at, again.last_failure_at);
-    second.release().unwrap();
+    assert!(!second.release().unwrap().was_lost());
     // A free lease is listed for its history: its last success is what the
     // silence alarm needs between runs.
     let all = etcd.options(TTL).inspect_all().unwrap();
@@ -490,7 +490,7 @@ fn failures_in_a_row_count_from_what_etcd_holds_at_the_write() {
         .record_outcome(ended(Outcome::Failed, Some(1), None))
         .unwrap();
     assert_eq!(run.consecutive_failures, 1);
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
 }
 
 #[test]

@@ -38,7 +38,7 @@ fn the_renewal_thread_never_outlives_the_guard() {
 
     let guard = etcd.options(ttl).try_acquire("life").unwrap();
     assert_eq!(lease_threads_settled(1), 1);
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
     assert_eq!(lease_threads_settled(0), 0, "release joins the thread");
 
     drop(etcd.options(ttl).try_acquire("life").unwrap());

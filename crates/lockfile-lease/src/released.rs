@@ -16,6 +16,7 @@ use crate::Error;
 /// # }
 /// ```
 #[derive(Debug)]
+#[must_use = "a lease lost before its release means the work may have overlapped another holder: see `loss()`"]
 #[non_exhaustive]
 pub enum Released {
     /// Released while held: no one else held it meanwhile.

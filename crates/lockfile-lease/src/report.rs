@@ -265,8 +265,9 @@ impl Serialize for LeaseReport {
 impl<'de> Deserialize<'de> for LeaseReport {
     /// Reads what [`Serialize`] wrote, of this version or a later minor one:
     /// unknown keys are ignored, and so is a finding of a kind this version
-    /// does not know. The history as read is the history as written, so a
-    /// report read back can be judged again.
+    /// does not know. The history it is judged from is the one written,
+    /// which holds only the times that were believed: judged again, a report
+    /// read back has no `future_time` finding for a time already left out.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct ReadJson {

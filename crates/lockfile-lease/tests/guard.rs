@@ -142,7 +142,7 @@ fn a_held_lease_is_renewed_its_run_recorded_and_released_through_the_engine() {
     let run = guard.record_outcome(end(Outcome::Succeeded)).unwrap();
     assert_eq!(run.outcome, Outcome::Succeeded);
     let signal = guard.signal();
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
     let server = server.lock().unwrap();
     assert_eq!(server.runs, [(1, Outcome::Succeeded)]);
     assert_eq!(server.releases, [1]);
@@ -310,6 +310,6 @@ fn an_engine_kind_names_its_lease_thread() {
         &LeaseRequest::new(),
     )
     .unwrap();
-    guard.release().unwrap();
+    assert!(!guard.release().unwrap().was_lost());
     assert_eq!(seen.lock().unwrap().as_deref(), Some("lockfile-fake"));
 }

@@ -24,7 +24,9 @@
 //!             lease.check()?; // the lease may have lapsed: stop
 //!             // ... write the batch, carrying lease.fencing_token() ...
 //!         }
-//!         lease.release()?;
+//!         if let Some(loss) = lease.release()?.loss() {
+//!             eprintln!("the batches may have overlapped another holder: {loss}");
+//!         }
 //!     }
 //!     // Someone else holds it; the error names them (pid, host, job, since).
 //!     Err(e) if e.is_contended() => eprintln!("skipped: {e}"),

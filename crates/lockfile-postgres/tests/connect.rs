@@ -32,7 +32,7 @@ fn each_host_is_tried_in_turn_a_unix_socket_is_reached_and_target_session_attrs_
         &format!("@127.0.0.1:{closed},127.0.0.1:{}", pg.port),
     );
     let lease = Engine::acquire(&LeaseOptions::new(&both), "second-host", &try_now()).unwrap();
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     // A Unix socket: the directory PostgreSQL listens in.
     let socket_dir = pg.root_cert().parent().unwrap().display().to_string();
     let lease = Engine::acquire(
@@ -44,7 +44,7 @@ fn each_host_is_tried_in_turn_a_unix_socket_is_reached_and_target_session_attrs_
         &try_now(),
     )
     .unwrap();
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     pg.psql("ALTER DATABASE postgres SET default_transaction_read_only = on");
     let err = Engine::acquire(
         &LeaseOptions::new(format!("{both}?target_session_attrs=read-write")),

@@ -180,7 +180,7 @@ fn names_planted_in_public_never_redirect_a_statement() {
         );
         last = lease.fencing_token();
         lease.record_outcome(succeeded()).unwrap();
-        lease.release().unwrap();
+        assert!(!lease.release().unwrap().was_lost());
     }
 
     // A holder is renewed, and a contender is refused meanwhile.
@@ -202,7 +202,7 @@ fn names_planted_in_public_never_redirect_a_statement() {
     let listed = all.iter().find(|r| r.name == "planted").unwrap();
     assert_eq!(listed.state, LeaseState::Held);
     assert!(listed.last_run.is_some(), "{listed:?}");
-    held.release().unwrap();
+    assert!(!held.release().unwrap().was_lost());
 
     // Waiting contenders: each section ends before the next begins, by the
     // monotonic clock alone (not by the tokens, which are under test).
@@ -219,7 +219,7 @@ fn names_planted_in_public_never_redirect_a_statement() {
                     std::thread::sleep(Duration::from_millis(5));
                     let to = Instant::now();
                     held.push((from, to, lease.fencing_token()));
-                    lease.release().unwrap();
+                    assert!(!lease.release().unwrap().was_lost());
                 }
                 held
             })
@@ -277,7 +277,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
         let lease = Engine::acquire(&app, name, &request()).unwrap();
         lease.record_outcome(succeeded()).unwrap();
         tokens.push(lease.fencing_token());
-        lease.release().unwrap();
+        assert!(!lease.release().unwrap().was_lost());
     }
     // `victim` and `clock` are left held for ever, by their rows.
     pg.psql(
@@ -329,7 +329,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
         lease.fencing_token()
     );
     lease.record_outcome(succeeded()).unwrap();
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     assert_eq!(
         pg.psql("SELECT version FROM lockfile.history WHERE name = 'victim'"),
         "2"
@@ -338,7 +338,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
     let lease = Engine::acquire(&app, "counted", &request()).unwrap();
     let run = lease.record_outcome(failed()).unwrap();
     assert_eq!(run.consecutive_failures, u32::MAX);
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     assert_eq!(
         pg.psql(
             "SELECT consecutive_failures FROM lockfile.runs WHERE name = 'counted' \
@@ -364,7 +364,7 @@ fn rows_poisoned_by_a_dml_role_cost_no_name_its_runs_or_the_others_their_report(
     let report = app.inspect("clock").unwrap();
     assert_eq!(report.state, LeaseState::Held, "{report:?}");
     held.record_outcome(succeeded()).unwrap();
-    held.release().unwrap();
+    assert!(!held.release().unwrap().was_lost());
     assert!(
         app.inspect_all()
             .unwrap()

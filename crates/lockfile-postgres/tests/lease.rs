@@ -54,14 +54,14 @@ fn a_lease_is_held_contended_released_and_taken_again_with_a_larger_token() {
 
         first.record_outcome(end(Outcome::Failed)).unwrap();
         let token = first.fencing_token();
-        first.release().unwrap();
+        assert!(!first.release().unwrap().was_lost());
         assert_eq!(engine.inspect(name).unwrap().state, LeaseState::Free);
 
         let second = Engine::acquire(&engine, name, &try_now()).unwrap();
         assert!(second.fencing_token() > token);
         let run = second.record_outcome(end(Outcome::Failed)).unwrap();
         assert_eq!(run.consecutive_failures, 2, "counted on from the first run");
-        second.release().unwrap();
+        assert!(!second.release().unwrap().was_lost());
 
         let all = engine.inspect_all().unwrap();
         let report = all.iter().find(|r| r.name == name).unwrap();
@@ -92,7 +92,7 @@ fn a_waiting_acquire_gets_the_lease_when_it_is_released() {
     std::thread::sleep(Duration::from_millis(700));
     let released_at = Instant::now();
     let token = holder.fencing_token();
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     let (next, acquired_at) = waiter.join().unwrap();
     assert!(next > token);
     let lag = acquired_at - released_at;
@@ -122,7 +122,7 @@ fn tokens_rise_across_a_thousand_handovers_and_a_server_restart() {
             lease.fencing_token()
         );
         last = lease.fencing_token();
-        lease.release().unwrap();
+        assert!(!lease.release().unwrap().was_lost());
     }
     pg.stop();
     pg.start_again();
@@ -154,7 +154,7 @@ fn contenders_never_overlap_and_tokens_follow_the_order_of_holding() {
                     std::thread::sleep(Duration::from_millis(2));
                     let to = Instant::now();
                     held.push((lease.fencing_token(), from, to));
-                    lease.release().unwrap();
+                    assert!(!lease.release().unwrap().was_lost());
                 }
                 held
             })
@@ -191,7 +191,7 @@ fn a_serializable_server_default_is_still_correct() {
                     lease.record_outcome(end(Outcome::Succeeded)).unwrap();
                     let to = Instant::now();
                     held.push((lease.fencing_token(), from, to));
-                    lease.release().unwrap();
+                    assert!(!lease.release().unwrap().was_lost());
                 }
                 held
             })
@@ -219,7 +219,7 @@ fn a_role_with_only_the_documented_grants_runs_and_a_missing_table_names_init() 
     app.ttl(Duration::from_secs(3));
     let lease = Engine::acquire(&app, "granted", &try_now()).unwrap();
     lease.record_outcome(end(Outcome::Succeeded)).unwrap();
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     assert_eq!(app.inspect("granted").unwrap().state, LeaseState::Free);
     assert!(
         app.inspect_all()
@@ -307,5 +307,5 @@ fn the_options_take_a_lease_themselves_with_their_job_runtime_and_timeout() {
     let released = guard.release().unwrap();
     assert!(!released.was_lost(), "{released:?}");
     let again = opts.acquire("own").unwrap();
-    again.release().unwrap();
+    assert!(!again.release().unwrap().was_lost());
 }

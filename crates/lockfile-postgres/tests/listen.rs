@@ -41,7 +41,7 @@ fn waiter(engine: &LeaseOptions, name: &str) -> JoinHandle<u64> {
         request.wait(Wait::up_to(Some(Duration::from_secs(60))));
         let lease = Engine::acquire(&engine, &name, &request).expect("the waiter's lease");
         let token = lease.fencing_token();
-        lease.release().unwrap();
+        assert!(!lease.release().unwrap().was_lost());
         token
     })
 }
@@ -101,7 +101,7 @@ fn woken_by_the_release(pg: &Postgres, url: &str, listen: &str, name: &str) {
     let waiting = waiter(&listening, name);
     subscribed_and_asked_again(pg, name);
     let token = holder.fencing_token();
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     assert!(waiting.join().unwrap() > token);
     let event = acquired(name);
     assert_eq!(event.field("woken_by"), "notification", "{name}: {event:?}");
@@ -152,7 +152,7 @@ fn a_killed_listener_falls_back_to_polling_and_still_gets_the_lease() {
     );
     assert_eq!(killed, "1");
     assert!(events::wait_for(&key(name), "listen_failed", 1, SOON));
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     waiting.join().unwrap();
     assert_eq!(acquired(name).field("woken_by"), "poll");
     let warnings = events::of(&key(name), "listen_failed");
@@ -189,7 +189,7 @@ fn a_wrong_listen_url_still_acquires_by_polling_with_a_warning() {
         listening.listen(listen.clone());
         let waiting = waiter(&listening, name);
         assert!(events::wait_for(&key(name), "listen_failed", 1, SOON));
-        holder.release().unwrap();
+        assert!(!holder.release().unwrap().was_lost());
         waiting.join().unwrap();
         assert_eq!(acquired(name).field("woken_by"), "poll", "{name}");
         let warnings = events::of(&key(name), "listen_failed");
@@ -225,7 +225,7 @@ fn a_role_with_only_the_documented_grants_notifies_and_listens() {
     listening.listen(url.clone());
     let waiting = waiter(&listening, name);
     subscribed_and_asked_again(&pg, name);
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     waiting.join().unwrap();
     assert_eq!(acquired(name).field("woken_by"), "notification");
     assert!(events::of(&key(name), "listen_failed").is_empty());
@@ -274,7 +274,7 @@ fn a_listen_host_that_drops_packets_never_holds_up_the_wait() {
     let waiting = waiter(&listening, name);
     // Its first attempt: the listener starts then.
     assert!(events::wait_for(&key(name), "lock_contended", 1, SOON));
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     waiting.join().unwrap();
     assert_eq!(acquired(name).field("woken_by"), "poll");
     // Taken by the poll a second after the release while the listener was
@@ -327,7 +327,7 @@ fn a_flood_of_notifications_from_any_role_costs_one_attempt_per_poll_at_most() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    holder.release().unwrap();
+    assert!(!holder.release().unwrap().was_lost());
     let token = waiting.join().unwrap();
     let elapsed = from.elapsed();
     // The waiter's winning attempt drew the last token.

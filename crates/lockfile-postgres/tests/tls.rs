@@ -92,7 +92,7 @@ fn verify_full_with_the_test_ca_holds_renews_and_releases_a_lease_over_tls() {
     assert!(version.starts_with("TLSv1."), "{version}");
     let report = engine.inspect("over-tls").unwrap();
     assert_eq!(report.state, LeaseState::Held);
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     assert_eq!(engine.inspect("over-tls").unwrap().state, LeaseState::Free);
 
     // libpq's key=value form says the same.
@@ -103,7 +103,7 @@ fn verify_full_with_the_test_ca_holds_renews_and_releases_a_lease_over_tls() {
         path(&ca)
     );
     let lease = Engine::acquire(&LeaseOptions::new(keywords), "keywords", &try_now()).unwrap();
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn verify_full_refuses_a_host_the_certificate_does_not_name_and_verify_ca_accept
     let engine = engine(&url, Duration::from_secs(3));
     let lease = Engine::acquire(&engine, "mismatch", &try_now()).unwrap();
     assert_eq!(encrypted(&pg, "tls-ca"), "true 1");
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
 }
 
 #[test]
@@ -171,14 +171,13 @@ fn a_certificate_signed_by_another_ca_is_refused_by_every_verifying_mode() {
             ("sslrootcert", path(&pg.root_cert())),
         ],
     );
-    Engine::acquire(
+    let lease = Engine::acquire(
         &engine(&url, Duration::from_secs(3)),
         "by-address",
         &try_now(),
     )
-    .unwrap()
-    .release()
     .unwrap();
+    assert!(!lease.release().unwrap().was_lost());
 }
 
 #[test]
@@ -199,7 +198,7 @@ fn require_without_a_root_file_encrypts_without_verifying_and_verify_full_names_
     let engine = engine(&url, Duration::from_secs(3));
     let lease = Engine::acquire(&engine, "require", &try_now()).unwrap();
     assert_eq!(encrypted(&pg, "tls-require"), "true 1");
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
 
     for mode in ["verify-full", "verify-ca"] {
         let err = refused(
@@ -246,7 +245,7 @@ fn require_against_a_server_without_tls_is_refused_and_prefer_falls_back() {
         let lease =
             Engine::acquire(&engine(&url, Duration::from_secs(3)), "plain", &try_now()).unwrap();
         assert_eq!(encrypted(&pg, "tls-prefer"), "false 1");
-        lease.release().unwrap();
+        assert!(!lease.release().unwrap().was_lost());
     }
 }
 
@@ -268,10 +267,9 @@ fn a_client_certificate_logs_in_and_a_key_others_may_read_is_refused() {
             ("sslkey", path(&key)),
         ],
     );
-    Engine::acquire(&engine(&url, Duration::from_secs(3)), "by-cert", &try_now())
-        .unwrap()
-        .release()
-        .unwrap();
+    let lease =
+        Engine::acquire(&engine(&url, Duration::from_secs(3)), "by-cert", &try_now()).unwrap();
+    assert!(!lease.release().unwrap().was_lost());
 
     let dir = tempfile::tempdir().unwrap();
     let absent = dir.path().join("none.crt");
@@ -336,7 +334,7 @@ fn channel_binding_require_refuses_a_server_that_asks_for_no_password() {
         &try_now(),
     )
     .unwrap();
-    lease.release().unwrap();
+    assert!(!lease.release().unwrap().was_lost());
     let err = refused(
         &with(
             &url,

@@ -8,11 +8,13 @@
 //!
 //! Within one version:
 //!
-//! - a minor release may **add** keys to an object, values to a `kind` or
-//!   `state`, and findings or verdicts of new kinds: a reader ignores what
-//!   it does not know, as this crate's `Deserialize` impls do;
-//! - no key is removed, renamed or changes its type or unit, and no value
-//!   changes its meaning;
+//! - a minor release may **add** keys to an object, finding kinds (with
+//!   their keys), verdict kinds and reap reasons: a reader ignores what it
+//!   does not know, as this crate's `Deserialize` impls do (a finding of an
+//!   unknown kind is left out, a verdict of one reads as `other`);
+//! - no key is removed, renamed or changes its type or unit, no value
+//!   changes its meaning, and the values of `state`, `content`,
+//!   `no_record` and a run's `outcome` are the ones `docs/json.md` lists;
 //! - durations are seconds (a float where a fraction matters), times are
 //!   RFC 3339 strings in UTC, paths are strings (see
 //!   [`JsonPath`](crate::inspect::JsonPath) for bytes that are not UTF-8).

@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
 
@@ -98,12 +99,25 @@ fn every_report_reads_back_as_it_was_written() {
     let foreign = lock_path(&dir, "foreign.lock");
     std::fs::write(&foreign, "#!/bin/sh\necho not a record\n").unwrap();
     let by_flock = lock_path(&dir, "flock.lock");
-    let mut flock = Command::new("flock")
-        .arg("-s")
-        .arg(&by_flock)
-        .args(["sleep", "60"])
-        .spawn()
-        .expect("run flock(1)");
+    // In a group of its own, killed whole on drop: flock(1) and its sleep,
+    // which holds the lock too.
+    struct Group(std::process::Child);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let pid = rustix::process::Pid::from_raw(self.0.id() as i32).unwrap();
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            let _ = self.0.wait();
+        }
+    }
+    let _flock = Group(
+        Command::new("flock")
+            .arg("-s")
+            .arg(&by_flock)
+            .args(["sleep", "60"])
+            .process_group(0)
+            .spawn()
+            .expect("run flock(1)"),
+    );
     crate::support::wait_until("flock(1) to hold its lock", || {
         lockfile::inspect(&by_flock).unwrap().state == LockState::Held
     });
@@ -132,8 +146,6 @@ fn every_report_reads_back_as_it_was_written() {
     let last = serde_json::to_value(states.last().unwrap()).unwrap();
     assert_eq!(last["path_escaped"], true, "{last}");
 
-    let _ = flock.kill();
-    let _ = flock.wait();
     holder.kill();
 }
 
@@ -156,6 +168,15 @@ fn keys_and_kinds_a_later_version_adds_are_read_past() {
         .unwrap()
         .push(json!({"kind": "a_later_kind", "severity": "warning", "message": "…", "x": 1}));
     value["findings"][0]["added_later"] = json!("ignored");
+    // A finding of a known kind that does not read is an error, not left
+    // out: dropping it could read a hung holder as healthy.
+    let mut broken = value.clone();
+    broken["findings"][0]["age_seconds"] = json!("a string");
+    let e = serde_json::from_value::<LockReport>(broken).unwrap_err();
+    assert!(
+        e.to_string().contains("age_seconds") || e.to_string().contains("f64"),
+        "{e}"
+    );
     let back: LockReport = serde_json::from_value(value).unwrap();
     assert_eq!(back.findings.len(), findings);
     let kinds = |r: &LockReport| r.findings.iter().map(Finding::kind).collect::<Vec<_>>();

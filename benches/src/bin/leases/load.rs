@@ -194,7 +194,10 @@ fn release_all(held: Held) -> Result<()> {
         .map(|mine| {
             std::thread::spawn(move || -> Result<()> {
                 for lease in mine {
-                    lease.release()?;
+                    anyhow::ensure!(
+                        !lease.release()?.was_lost(),
+                        "the lease was lost before its release"
+                    );
                 }
                 Ok(())
             })

@@ -233,7 +233,10 @@ fn pg_variants(
             name: pg::key(path, pg::ENGINE),
             op: Box::new(move || {
                 let lease = Engine::acquire(&engine, &name, &LeaseRequest::new())?;
-                lease.release()?;
+                anyhow::ensure!(
+                    !lease.release()?.was_lost(),
+                    "the lease was lost before its release"
+                );
                 Ok(())
             }),
         });
@@ -400,7 +403,10 @@ fn etcd_variants(endpoint: &str) -> Result<Vec<Variant>> {
                     "bench-engine",
                     &lockfile_etcd::LeaseRequest::new(),
                 )?;
-                lease.release()?;
+                anyhow::ensure!(
+                    !lease.release()?.was_lost(),
+                    "the lease was lost before its release"
+                );
                 Ok(())
             }),
         });

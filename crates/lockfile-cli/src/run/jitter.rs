@@ -49,7 +49,9 @@ fn seed() -> String {
 /// with FNV-1a (stable across builds and platforms, unlike std's hasher),
 /// mapped onto the range.
 fn delay_for(seed: &str, jitter: Duration, job: &str) -> Duration {
-    let hash = fnv1a(seed.as_bytes().iter().chain(&[0]).chain(job.as_bytes()));
+    let hash = mix(fnv1a(
+        seed.as_bytes().iter().chain(&[0]).chain(job.as_bytes()),
+    ));
     let nanos = jitter.as_nanos().min(u128::from(u64::MAX));
     // `hash / 2^64` of the range: uniform, and below it.
     let offset = (u128::from(hash) * nanos) >> 64;
@@ -67,6 +69,16 @@ fn machine_id() -> Option<String> {
         .ok()?;
     let id = text.trim();
     (!id.is_empty()).then(|| id.to_owned())
+}
+
+/// splitmix64's finalizer: FNV-1a moves the high bits little for a change
+/// in the last byte (`backup-1` … `backup-4` would wait within a
+/// millisecond of each other in an hour), and the range is mapped from the
+/// high bits.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// 64-bit FNV-1a.
@@ -107,6 +119,15 @@ mod tests {
             );
         }
         assert_eq!(delay_for("any", Duration::ZERO, "backup"), Duration::ZERO);
+        // Names that differ in their last byte spread too.
+        let similar: Vec<Duration> = (1..=4)
+            .map(|n| delay_for("host-a", hour, &format!("backup-{n}")))
+            .collect();
+        for (i, a) in similar.iter().enumerate() {
+            for b in &similar[i + 1..] {
+                assert!(a.abs_diff(*b) > hour / 100, "{similar:?}");
+            }
+        }
     }
 
     #[test]

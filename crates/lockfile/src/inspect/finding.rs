@@ -284,6 +284,22 @@ impl fmt::Display for TimeField {
 }
 
 impl Finding {
+    /// Every kind this version writes: what [`kind`](Self::kind) returns.
+    pub const KINDS: [&'static str; 12] = [
+        "aged",
+        "heartbeat_silent",
+        "foreign_host",
+        "owner_dead",
+        "holder_mismatch",
+        "network_filesystem",
+        "never_succeeded",
+        "silent",
+        "overrunning",
+        "planted_file",
+        "future_time",
+        "undecided",
+    ];
+
     /// The finding's stable name: `aged`, `heartbeat_silent`, `foreign_host`,
     /// `owner_dead`, `holder_mismatch`, `network_filesystem`,
     /// `never_succeeded`, `silent`, `overrunning`, `planted_file`,
@@ -457,26 +473,27 @@ mod secs {
     }
 }
 
-/// A report's findings, leaving out those of a kind this version does not
-/// know (a later minor version's), so that the rest still reads: for
-/// `#[serde(deserialize_with = "lockfile::inspect::known_findings")]`.
-///
-/// # Errors
-///
-/// The deserializer's, when the findings are not a list.
-pub fn known_findings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Finding>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Read {
-        Known(Finding),
-        Unknown(serde::de::IgnoredAny),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `KINDS` names the variants, every one of them: each reads as a
+    /// finding of that kind (or fails for its missing fields, never as an
+    /// unknown variant).
+    #[test]
+    fn the_kinds_are_the_variants() {
+        for kind in Finding::KINDS {
+            let read = serde_json::from_value::<Finding>(serde_json::json!({ "kind": kind }));
+            if let Err(e) = read {
+                assert!(!e.to_string().contains("unknown variant"), "{kind}: {e}");
+            }
+        }
+        let e =
+            serde_json::from_value::<Finding>(serde_json::json!({ "kind": "nope" })).unwrap_err();
+        assert!(e.to_string().contains("unknown variant"), "{e}");
+        let every = Finding::KINDS.len();
+        let e = e.to_string();
+        let listed = e.matches('`').count() / 2 - 1;
+        assert_eq!(listed, every, "{e}");
     }
-    let read = Vec::<Read>::deserialize(d)?;
-    Ok(read
-        .into_iter()
-        .filter_map(|r| match r {
-            Read::Known(finding) => Some(finding),
-            Read::Unknown(_) => None,
-        })
-        .collect())
 }

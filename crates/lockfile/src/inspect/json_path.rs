@@ -56,11 +56,10 @@ impl JsonPath<'_> {
         let mut out = Vec::with_capacity(text.len());
         let mut rest = text.as_bytes();
         while let Some((&b, tail)) = rest.split_first() {
+            // Two hex digits, nothing else (`from_str_radix` takes a sign).
             let hex = |h: &u8, l: &u8| {
-                let digits = [*h, *l];
-                std::str::from_utf8(&digits)
-                    .ok()
-                    .and_then(|d| u8::from_str_radix(d, 16).ok())
+                let digit = |c: u8| char::from(c).to_digit(16);
+                u8::try_from(digit(*h)? * 16 + digit(*l)?).ok()
             };
             match (b, tail) {
                 (b'\\', [b'\\', tail @ ..]) => {

@@ -65,6 +65,10 @@ ln -s /usr/bin/lockfile "$w/flock"
 "$w/flock" -n "$w/flock.lock" -c "echo flocked >$w/out"
 [ "$(cat "$w/out")" = flocked ] || fail "flock did not run the command"
 "$w/flock" --help | grep -q -- --conflict-exit-code || fail "flock --help"
+# The package's command takes leases on every engine it was built with.
+for engine in --etcd --postgres --redis; do
+    lockfile run --help | grep -q -- "$engine" || fail "lockfile run --help has no $engine"
+done
 
 # The installed man page holds every long option that each --help prints.
 zcat /usr/share/man/man1/lockfile.1.gz | sed 's/\\f[BIR]//g; s/\\-/-/g' >"$w/man.txt"

@@ -22,13 +22,15 @@ if [ "$(id -u)" -eq 0 ]; then root=true; fi
 # file with Prometheus's promtool and serve it through a real node_exporter;
 # binutils' readelf reads the binary's glibc symbol versions; libfaketime
 # skews the clocks of `--once-per` contenders under a lease and steps a
-# PostgreSQL server's clock; openssl makes the test CA and certificates of
-# the PostgreSQL TLS tests; the tests that
+# PostgreSQL server's clock; crates/lockfile-redis and the command's
+# `--redis` tests run a real Redis (redis-server, and its redis-cli);
+# openssl makes the test CA and certificates of
+# the PostgreSQL and Redis TLS tests; the tests that
 # need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
 # btrfs image.
 tools=(protoc:protobuf-compiler etcd:etcd-server pg_ctlcluster:postgresql pgbouncer:pgbouncer openssl:openssl flock:util-linux python3:python3 script:bsdutils
     promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils
-    faketime:faketime)
+    faketime:faketime redis-server:redis-server)
 if $root; then
     tools+=(unshare:util-linux setpriv:util-linux mkfs.btrfs:btrfs-progs)
 fi
@@ -71,7 +73,7 @@ missing_tool() {
 }
 
 # The tools every run needs (all but the etcd ones): a run without them is no run.
-for tool in flock python3 script promtool prometheus-node-exporter readelf; do
+for tool in flock python3 script promtool prometheus-node-exporter readelf redis-server; do
     if package=$(missing_tool "$tool"); then
         echo "test.sh: the tests need $tool (Debian: $package): install it, or run this script as root, which installs it" >&2
         exit 1
@@ -159,17 +161,17 @@ case $etcd in
 all) if [ "$postgres" = all ]; then
     run_tests --workspace --all-features
 else
-    run_tests --workspace --exclude lockfile-postgres --features lockfile-cli/etcd
+    run_tests --workspace --exclude lockfile-postgres --features lockfile-cli/etcd,lockfile-cli/redis
 fi ;;
 build)
     # Everything but the tests that need the server: the command without its
     # `etcd` feature (which has no tests of its own but the server's), and the
     # etcd crate's unit tests, examples and doctests.
-    run_tests --workspace --exclude lockfile-etcd "${pg_exclude[@]}"
+    run_tests --workspace --exclude lockfile-etcd "${pg_exclude[@]}" --features lockfile-cli/redis
     run_tests -p lockfile-etcd --lib --examples
     run_tests -p lockfile-etcd --doc
     ;;
-none) run_tests --workspace --exclude lockfile-etcd "${pg_exclude[@]}" ;;
+none) run_tests --workspace --exclude lockfile-etcd "${pg_exclude[@]}" --features lockfile-cli/redis ;;
 esac
 # The command's --postgres tests, when the etcd feature could not be built.
 if [ "$postgres" = all ] && [ "$etcd" != all ]; then
@@ -183,7 +185,7 @@ cargo bench -p lockfile-bench --no-run
 # The release binary is the package's (its lease engines on), so that
 # scripts/package.sh below finds it built.
 if [ "$etcd" != none ]; then
-    cargo build --release -p lockfile-cli --features etcd,postgres
+    cargo build --release -p lockfile-cli --features etcd,postgres,redis
 else
     cargo build --release -p lockfile-cli
 fi

@@ -12,10 +12,10 @@ use lockfile_examples::FencedStore;
 use serde_json::Value;
 
 use common::fenced::{Event, Writer};
+use common::lease_faults::alive;
 use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
 use lockfile_test_support::Proxy;
 use lockfile_test_support::postgres::{self as pg, PASSWORD, Postgres};
-use lockfile_test_support::stopped::stop_outside_a_write;
 
 /// A server with the schema created by `lockfile postgres init`.
 fn server() -> Postgres {
@@ -47,17 +47,6 @@ fn start(url: &str, extra: &[&str], name: &str, script: &str) -> (Background, St
     args.extend(extra);
     args.extend([name, "sh", "-c", script]);
     Background::spawn(&args)
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
 }
 
 /// A lease's holder is named as a lock file's is: its job name escaped
@@ -216,43 +205,10 @@ fn check_gives_a_lease_its_verdicts() {
 #[test]
 fn sigkill_of_the_wrapper_lets_a_waiting_contender_in_within_the_ttl_and_one_renewal() {
     let mut pg = server();
-    let url = pg.bouncer_url();
-    let ttl = Duration::from_secs(3);
-    let (mut wrapper, command_pid) =
-        start(&url, &["--ttl", "3"], "orphan", "echo $$; exec sleep 60");
-    let command_pid: u32 = command_pid.parse().unwrap();
-    let contender = {
-        let url = url.clone();
-        std::thread::spawn(move || {
-            let out = lockfile()
-                .args(["run", "-w", "30", "--postgres", &url, "orphan"])
-                .args([
-                    "sh",
-                    "-c",
-                    &format!(
-                        "if kill -0 {command_pid} 2>/dev/null; then echo alive; else echo gone; fi"
-                    ),
-                ])
-                .bounded_output();
-            (out, Instant::now())
-        })
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let killed_at = Instant::now();
-    // The wrapper's whole process group: the wrapper and its command.
-    common::signal(wrapper.pid(), "KILL");
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &command_pid.to_string()])
-        .status();
-    assert_eq!(wrapper.reap(), -1, "killed by a signal");
-    let (out, acquired_by) = contender.join().unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "gone");
-    let took = acquired_by - killed_at;
-    eprintln!("SIGKILL: the waiting contender ran {took:?} after the kill (TTL {ttl:?})");
-    // The lease lapses within the TTL of the last renewal, which was at most
-    // a renewal interval before the kill; the contender polls every 300 ms.
-    assert!(took <= ttl + ttl / 3 + Duration::from_secs(2), "{took:?}");
+    common::lease_faults::a_killed_wrapper_lets_a_waiting_contender_in_within_the_ttl(&[
+        "--postgres",
+        &pg.bouncer_url(),
+    ]);
 }
 
 #[test]
@@ -880,93 +836,13 @@ fn fenced_writer_entry() {
     common::fenced::write_if_requested();
 }
 
-/// The store's history, as what it must be: the first holder's writes,
-/// then, from the new holder's first write on, never a lower token.
-fn assert_fenced(store: &FencedStore, old: u64, new: u64) {
-    let history = store.history().unwrap();
-    let first_new = history
-        .iter()
-        .position(|w| w.token == new)
-        .unwrap_or_else(|| panic!("the new holder's write is missing: {history:?}"));
-    assert!(
-        history[..first_new].iter().all(|w| w.token == old),
-        "{history:?}"
-    );
-    assert!(
-        history[first_new..].iter().all(|w| w.token >= new),
-        "the store accepted the old token after the new one: {history:?}"
-    );
-}
-
-/// `lockfile run` whose whole process group is stopped (SIGSTOP) past its
-/// TTL: a contender takes the lease with a larger token and writes to the
-/// fenced store. When the group continues, in the worst order (COMMAND
-/// before the wrapper), COMMAND's late write is refused by the store; the
-/// wrapper then finds its deadline passed, kills COMMAND and exits 79.
 #[test]
 fn a_run_stopped_past_its_ttl_is_fenced_off_and_exits_79_once_continued() {
     let mut pg = server();
-    let url = pg.bouncer_url();
-    let dir = tempfile::tempdir().unwrap();
-    let store_path = dir.path().join("store.json");
-    let store = FencedStore::new(&store_path);
-    let a = Writer::new(&store_path, dir.path().join("a.log"));
-    let (mut wrapper, _) =
-        Background::start(a.run(WRITER, &["--postgres", &url, "--ttl", "2", "paused"]));
-    let (a_pid, a_token) = a.started();
-    a.wait_for("a first accepted write", |e| {
-        matches!(e, Event::Accepted { .. })
-    });
-
-    // The whole process group: wrapper and COMMAND.
-    let pgid = wrapper.pid();
-    stop_outside_a_write(
-        a_pid,
-        || store.busy().expect("try the store's lock"),
-        || common::signal_group(pgid, "STOP"),
-        || common::signal_group(pgid, "CONT"),
+    common::lease_faults::a_run_stopped_past_its_ttl_is_fenced_off_and_exits_79(
+        &["--postgres", &pg.bouncer_url()],
+        WRITER,
     );
-    let stopped_at = Instant::now();
-    let seen = a.events().len();
-    let b = Writer::new(&store_path, dir.path().join("b.log")).writes(1);
-    let out = b
-        .run(
-            WRITER,
-            &["-w", "20", "--postgres", &url, "--ttl", "2", "paused"],
-        )
-        .bounded_output();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let took = stopped_at.elapsed();
-    let (_, b_token) = b.started();
-    assert_eq!(b.events()[1], Event::Accepted { batch: 1 });
-    assert!(b_token > a_token, "tokens rise: {a_token} then {b_token}");
-    assert_eq!(a.events().len(), seen, "nothing runs in a stopped group");
-
-    // COMMAND first, alone: it writes before its wrapper can stop it.
-    common::signal(a_pid, "CONT");
-    let late = a.wait_for("the late write", |e| matches!(e, Event::Refused { .. }));
-    assert!(
-        matches!(late, Event::Refused { highest, .. } if highest == b_token),
-        "{late:?}"
-    );
-    common::signal_group(wrapper.pid(), "CONT");
-    let (status, err) = wrapper.wait();
-    eprintln!(
-        "SIGSTOP past the TTL (2s): the contender ran {took:?} after the stop, token {a_token} -> {b_token}\n{err}"
-    );
-    assert_eq!(status, 79, "{err}");
-    assert!(err.contains("the lease on `paused` is lost"), "{err}");
-    assert!(!alive(a_pid), "COMMAND was killed: {err}");
-    // Every write COMMAND attempted after the contender's was refused.
-    let after: Vec<Event> = a.events()[seen..].to_vec();
-    assert!(!after.is_empty());
-    assert!(
-        after
-            .iter()
-            .all(|e| matches!(e, Event::Refused { highest, .. } if *highest == b_token)),
-        "{after:?}"
-    );
-    assert_fenced(&store, a_token, b_token);
 }
 
 /// The server's wall clock steps forward past the TTL while A holds: by the
@@ -1052,7 +928,7 @@ fn a_server_clock_stepped_past_the_ttl_hands_over_the_lease_and_the_holder_stops
     );
     assert!(exited < ttl, "A stopped {exited:?} after acquiring");
     assert!(!alive(a_pid), "COMMAND was killed: {err}");
-    assert_fenced(&store, a_token, b_token);
+    common::lease_faults::assert_fenced(&store, a_token, b_token);
 }
 
 // ---------------------------------------------------------------------------

@@ -65,7 +65,21 @@ impl History {
     /// its tick, when it made one: the run is marked with it.
     #[must_use]
     pub fn after(&self, end: RunEnd, claim: Option<&Claim>) -> History {
-        let mut run = LastRun::finished(self.last_run.as_ref(), end);
+        self.with_claim(LastRun::finished(self.last_run.as_ref(), end), claim)
+    }
+
+    /// As [`after`](History::after), dated by the server's clock, which
+    /// reads `now` at this moment ([`LastRun::finished_on`]): for an engine
+    /// that can read its server's clock before it writes.
+    #[must_use]
+    pub fn after_on(&self, end: RunEnd, claim: Option<&Claim>, now: SystemTime) -> History {
+        self.with_claim(
+            LastRun::finished_on(self.last_run.as_ref(), end, now),
+            claim,
+        )
+    }
+
+    fn with_claim(&self, mut run: LastRun, claim: Option<&Claim>) -> History {
         if let Some(claim) = claim {
             run.tick = Some(claim.tick);
             run.token = Some(claim.token.clone());

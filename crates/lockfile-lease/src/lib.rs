@@ -89,6 +89,7 @@ mod runtime;
 mod session;
 pub mod signal;
 pub mod thread;
+pub mod waiting;
 
 // The root: what code that drives any engine needs. The rest lives in the
 // modules above.

@@ -18,8 +18,9 @@ use tokio_postgres::types::Type;
 use crate::conn::Conn;
 use crate::connect::Client;
 use crate::listen::{Listener, Starting};
-use crate::state::{Held, PgOps, Woken};
+use crate::state::{Held, PgOps};
 use crate::{Error, Operation, Result, ServerError};
+use lockfile_lease::waiting::Woken;
 
 /// One attempt: when contended, it saw what is left of the holder's lease
 /// by the server's clock.
@@ -78,36 +79,12 @@ pub(crate) async fn wait(
         }
         None => ops.client = None,
     }
-    let now = Instant::now();
-    if until.is_some_and(|until| now >= until) {
+    let Some((pause, timer)) = lockfile_lease::waiting::pause(remaining, poll, until) else {
         return false;
-    }
-    // A holder that dies sends no notification: wake when its row
-    // expires, a millisecond after the time the server gave (rounded
-    // to the millisecond), if that comes before the next poll.
-    let (mut pause, mut timer) = match remaining {
-        Some(left) if left + Duration::from_millis(1) < poll => {
-            (left + Duration::from_millis(1), Woken::Expiry)
-        }
-        _ => (poll, Woken::Poll),
     };
-    if let Some(until) = until
-        && until - now < pause
-    {
-        pause = until - now;
-        timer = Woken::Poll;
-    }
-    // Any role may NOTIFY the channel, with any payload: a notification
-    // proves nothing, and a flood of them must not become a flood of
-    // acquire statements (each draws a token). So a notification wakes
-    // us only if the last attempt was not itself woken by one: the first
-    // after a timed attempt wakes at once (an honest release is seen
-    // without delay), and the pause after a notified attempt is a timed
-    // one. At most one attempt per poll interval is so owed to
-    // notifications. An honest release that comes during that pause,
-    // after a hostile notification, is seen when it ends: one poll
-    // interval later at the most.
-    let hearing = !matches!(ops.woken, Woken::Notification);
+    // The rule for notifications, which any role may send with any
+    // payload: `lockfile_lease::waiting`.
+    let hearing = ops.woken.hears();
     ops.woken = tokio::select! {
         biased;
         () = released(&mut ops.listener, &ops.conn, &ops.name), if hearing => Woken::Notification,

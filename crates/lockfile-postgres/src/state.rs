@@ -1,6 +1,7 @@
 //! What one lease's operations keep between calls on PostgreSQL: its
 //! connections, a waiting acquire's listener, and the lease's token.
 
+use lockfile_lease::waiting::Woken;
 use std::time::Duration;
 
 use crate::conn::Conn;
@@ -84,34 +85,5 @@ fn ttl_ms(conn: &Conn, ttl: Duration) -> Result<i64> {
             "a TTL of {ttl:?} is too long: the longest is {} days",
             MAX_TTL_MS / 86_400_000
         ))),
-    }
-}
-
-/// What ended a waiting acquire's last pause: the `woken_by` of its
-/// `lock_acquired` event.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Woken {
-    /// Nothing: the first attempt.
-    Nothing,
-    /// Asked again at once, once the listener was subscribed: a release
-    /// committed before that sent its notification to no one.
-    Listening,
-    /// A notification naming the lease.
-    Notification,
-    /// The poll interval (or a retry after a failure).
-    Poll,
-    /// The time the holder's row said it expires.
-    Expiry,
-}
-
-impl Woken {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Woken::Nothing => "nothing",
-            Woken::Listening => "listening",
-            Woken::Notification => "notification",
-            Woken::Poll => "poll",
-            Woken::Expiry => "expiry",
-        }
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! - `etcd.rs`, `postgres/`: a real etcd, PostgreSQL (with TLS, a steppable
 //!   clock) and PgBouncer per test, on loopback ports, stopped when dropped;
+//! - `redis.rs`: a real Redis per test, and `redis-cli` to act on it;
+//! - `ca.rs`: a test CA and certificates for the TLS servers;
 //! - `proxy.rs`: a loopback proxy that turns into a black hole;
 //! - `stopped.rs`: whether a process has stopped, and stopping a writer
 //!   outside its write;
@@ -18,15 +20,18 @@
 // Servers and proxies of a test's own, never printed.
 #![allow(missing_debug_implementations)]
 
+pub mod ca;
 pub mod etcd;
 pub mod foreign;
 pub mod port;
 pub mod postgres;
 pub mod proxy;
+pub mod redis;
 pub mod stopped;
 pub mod wait;
 
 pub use etcd::Etcd;
 pub use postgres::Postgres;
 pub use proxy::Proxy;
+pub use redis::Redis;
 pub use wait::{wait_until, within};

@@ -149,6 +149,23 @@ impl LastRun {
         LastRun::after(previous, end, crate::clock::now())
     }
 
+    /// As [`finished`](LastRun::finished), dated by another clock that
+    /// reads `now` at this moment (a lease server's): the run finished at
+    /// `now`, and started as long before it as it ran by this host's clock.
+    /// So a history kept on a server holds the server's times, whatever
+    /// the host's clock says.
+    pub fn finished_on(previous: Option<&LastRun>, end: RunEnd, now: SystemTime) -> LastRun {
+        let ran = crate::clock::now()
+            .duration_since(end.started_at)
+            .unwrap_or(Duration::ZERO);
+        let now = crate::clock::to_micros(now);
+        let end = RunEnd {
+            started_at: crate::clock::to_micros(now.checked_sub(ran).unwrap_or(now)),
+            ..end
+        };
+        LastRun::after(previous, end, now)
+    }
+
     /// The history after `end`, which finished at `now`, given the one
     /// before it.
     pub(crate) fn after(previous: Option<&LastRun>, end: RunEnd, now: SystemTime) -> LastRun {

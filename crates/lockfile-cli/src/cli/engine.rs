@@ -14,7 +14,7 @@ pub struct EngineArgs {
     /// endpoint URLs (e.g. http://127.0.0.1:2379). The lock file argument is
     /// then a lease NAME (the key `lockfile/locks/NAME`). Needs a build with
     /// the `etcd` feature.
-    #[arg(long, value_name = "ENDPOINTS", conflicts_with = "postgres")]
+    #[arg(long, value_name = "ENDPOINTS", conflicts_with_all = ["postgres", "redis"])]
     pub etcd: Option<String>,
 
     /// Leases on PostgreSQL instead of lock files: a connection URL
@@ -27,32 +27,74 @@ pub struct EngineArgs {
     /// The tables come from `lockfile postgres init`. Without --postgres
     /// (and without --etcd), LOCKFILE_POSTGRES_URL gives the URL. Needs a
     /// build with the `postgres` feature.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "redis")]
     pub postgres: Option<String>,
 
     /// With PostgreSQL: the schema that holds the tables (default lockfile).
     #[arg(long, value_name = "NAME")]
     pub postgres_schema: Option<String>,
+
+    /// Leases on Redis instead of lock files: a URL
+    /// (redis://USER@HOST:PORT/DB, or rediss:// for TLS, the server's name
+    /// verified). The lock file argument is then a lease NAME (the keys
+    /// `lockfile:{NAME}:...`). Give the password through REDISCLI_AUTH,
+    /// not here: a command line is readable by every local user; COMMAND
+    /// gets neither REDISCLI_AUTH nor LOCKFILE_REDIS_URL. One primary: a
+    /// replica, or an eviction policy that may drop a lease's key, is
+    /// refused (exit 69). Without --redis (and without another engine
+    /// option), LOCKFILE_REDIS_URL gives the URL. Needs a build with the
+    /// `redis` feature.
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+
+    /// With Redis: the prefix of every key and channel (default
+    /// `lockfile:`); printable ASCII without braces.
+    #[arg(long, value_name = "PREFIX")]
+    pub redis_prefix: Option<String>,
+
+    /// With Redis over TLS: the PEM file of the CA that signs the server's
+    /// certificate, instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub redis_ca: Option<std::path::PathBuf>,
 }
 
 impl EngineArgs {
     /// Whether a lease engine was asked for.
     pub fn chosen(&self) -> bool {
-        self.etcd.is_some() || self.postgres_url().is_some()
+        self.etcd.is_some() || self.postgres_url().is_some() || self.redis_url().is_some()
+    }
+
+    /// Whether an engine was named by an option (the variables stand for
+    /// one only when none is).
+    fn named(&self) -> bool {
+        self.etcd.is_some() || self.postgres.is_some() || self.redis.is_some()
     }
 
     /// The PostgreSQL URL: `--postgres`, or LOCKFILE_POSTGRES_URL when no
     /// engine option was given (as LOCKFILE_METRICS_DIR stands for
-    /// --metrics-dir). An explicit --etcd wins over the variable, so that a
-    /// crontab may set it for most jobs and give one job etcd.
+    /// --metrics-dir). An explicit --etcd or --redis wins over the
+    /// variable, so that a crontab may set it for most jobs and give one
+    /// job another engine.
     pub fn postgres_url(&self) -> Option<String> {
-        self.postgres.clone().or_else(|| {
-            self.etcd
-                .is_none()
-                .then(|| std::env::var("LOCKFILE_POSTGRES_URL").ok())
-                .flatten()
-                .filter(|url| !url.is_empty())
-        })
+        self.postgres
+            .clone()
+            .or_else(|| self.variable("LOCKFILE_POSTGRES_URL"))
+    }
+
+    /// The Redis URL: `--redis`, or LOCKFILE_REDIS_URL, as
+    /// [`postgres_url`](Self::postgres_url).
+    pub fn redis_url(&self) -> Option<String> {
+        self.redis
+            .clone()
+            .or_else(|| self.variable("LOCKFILE_REDIS_URL"))
+    }
+
+    /// The variable `name`, when no engine option was given and it is set.
+    fn variable(&self, name: &str) -> Option<String> {
+        (!self.named())
+            .then(|| std::env::var(name).ok())
+            .flatten()
+            .filter(|url| !url.is_empty())
     }
 }
 

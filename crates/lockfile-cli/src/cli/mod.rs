@@ -231,8 +231,9 @@ impl InspectArgs {
 
 impl Command {
     /// A usage conflict that clap cannot see, because an environment
-    /// variable takes part (LOCKFILE_POSTGRES_URL stands for --postgres only
-    /// when no engine option is given). Every other conflict is declared to
+    /// variable takes part (LOCKFILE_POSTGRES_URL and LOCKFILE_REDIS_URL
+    /// stand for --postgres and --redis only when no engine option is
+    /// given). Every other conflict is declared to
     /// clap, with its arguments.
     pub fn conflict(&self) -> Option<&'static str> {
         let (engine, listen) = match self {
@@ -242,6 +243,19 @@ impl Command {
             _ => return None,
         };
         let postgres = engine.postgres_url().is_some();
+        let redis = engine.redis_url().is_some();
+        if postgres && redis {
+            // Only the variables can get here: clap refuses both options.
+            return Some(
+                "both LOCKFILE_POSTGRES_URL and LOCKFILE_REDIS_URL are set, and no engine \
+                 option says which to use: give --postgres URL or --redis URL, or unset one",
+            );
+        }
+        if (engine.redis_prefix.is_some() || engine.redis_ca.is_some()) && !redis {
+            return Some(
+                "--redis-prefix and --redis-ca need Redis: --redis URL, or LOCKFILE_REDIS_URL",
+            );
+        }
         if engine.postgres_schema.is_some() && !postgres {
             return Some(
                 "--postgres-schema needs PostgreSQL: --postgres URL, or LOCKFILE_POSTGRES_URL",

@@ -61,12 +61,41 @@ pub(crate) fn engine(args: &EngineArgs, listen: Option<String>) -> Result<Box<dy
             return Err(not_built("--postgres", "postgres"));
         }
     }
-    errln!("lockfile: no lease engine was chosen (--etcd or --postgres)");
+    if let Some(url) = &args.redis_url() {
+        #[cfg(feature = "redis")]
+        {
+            let mut engine = lockfile_redis::LeaseOptions::new(url.clone());
+            if let Some(prefix) = &args.redis_prefix {
+                engine.prefix(prefix.clone());
+            }
+            if let Some(ca) = &args.redis_ca {
+                engine.ca(ca.clone());
+            }
+            // As redis-cli takes it; the URL's password wins.
+            if let Some(password) = std::env::var_os("REDISCLI_AUTH") {
+                engine.password(password.to_string_lossy());
+            }
+            if let Err(lockfile_lease::Error::InvalidOptions { reason, .. }) = engine.check() {
+                errln!("lockfile: --redis: {reason}");
+                return Err(exit::USAGE);
+            }
+            return Ok(Box::new(engine));
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = url;
+            return Err(not_built("--redis", "redis"));
+        }
+    }
+    errln!("lockfile: no lease engine was chosen (--etcd, --postgres or --redis)");
     Err(exit::USAGE)
 }
 
 /// Says that `option` needs a build with `feature`; the usage status.
-#[cfg_attr(all(feature = "etcd", feature = "postgres"), allow(dead_code))]
+#[cfg_attr(
+    all(feature = "etcd", feature = "postgres", feature = "redis"),
+    allow(dead_code)
+)]
 fn not_built(option: &str, feature: &str) -> i32 {
     errln!(
         "lockfile: {option} needs a build with the `{feature}` feature (cargo install --features {feature})"

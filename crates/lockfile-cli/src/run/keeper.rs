@@ -77,6 +77,11 @@ pub(crate) struct Keeper {
     unread: Vec<u8>,
 }
 
+/// The variables that may carry a lease engine's password, kept from
+/// COMMAND: Redis's (redis-cli's password, and the URL, which may hold
+/// one).
+const SECRETS: [&str; 2] = ["REDISCLI_AUTH", "LOCKFILE_REDIS_URL"];
+
 /// Spawns the keeper, which spawns COMMAND with `env`; returns once
 /// COMMAND runs, or with its spawn error as [`command::spawn`] does.
 pub(crate) fn spawn(
@@ -107,6 +112,10 @@ pub(crate) fn spawn(
         .args(args);
     for (key, value) in env {
         cmd.env(key, value);
+    }
+    // The engine's secrets are ours, not COMMAND's (nor the keeper's).
+    for secret in SECRETS {
+        cmd.env_remove(secret);
     }
     signals.prepare_child(&mut cmd, Some(WRAPPER_DIED));
     let fd = writer.as_raw_fd();

@@ -1,12 +1,10 @@
 //! A server that takes TCP connections over TLS only, with certificates of
 //! a test CA of its own, made with the `openssl` command.
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
-use std::process::Command;
 
 use super::Postgres;
-use super::programs::{UNPRIVILEGED, is_root, run};
+use super::programs::{UNPRIVILEGED, is_root};
 
 impl Postgres {
     /// Starts a server with `ssl = on` that takes TCP connections over TLS
@@ -21,96 +19,7 @@ impl Postgres {
     pub fn start_with_tls(san: &str) -> Postgres {
         let pg = Postgres::initialized(&[]);
         let dir = pg.dir.path();
-        let openssl = |args: &[&str]| {
-            let mut cmd = Command::new("openssl");
-            cmd.current_dir(dir).args(args);
-            run(cmd, &format!("openssl {}", args.join(" ")));
-        };
-        let key = |name: &str| {
-            openssl(&[
-                "ecparam",
-                "-name",
-                "prime256v1",
-                "-genkey",
-                "-noout",
-                "-out",
-                name,
-            ]);
-        };
-        for ca in ["ca", "other-ca"] {
-            key(&format!("{ca}.key"));
-            openssl(&[
-                "req",
-                "-x509",
-                "-new",
-                "-key",
-                &format!("{ca}.key"),
-                "-out",
-                &format!("{ca}.crt"),
-                "-days",
-                "2",
-                "-subj",
-                &format!("/CN=lockfile test {ca}"),
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ]);
-        }
-        let sign = |name: &str, subject: &str, extensions: &str| {
-            key(&format!("{name}.key"));
-            openssl(&[
-                "req",
-                "-new",
-                "-key",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                subject,
-            ]);
-            std::fs::write(dir.join(format!("{name}.ext")), extensions).unwrap();
-            openssl(&[
-                "x509",
-                "-req",
-                "-in",
-                &format!("{name}.csr"),
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-out",
-                &format!("{name}.crt"),
-                "-extfile",
-                &format!("{name}.ext"),
-            ]);
-        };
-        sign(
-            "server",
-            "/CN=lockfile test server",
-            &format!(
-                "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
-                 extendedKeyUsage=serverAuth\nsubjectAltName={san}\n"
-            ),
-        );
-        sign(
-            "client",
-            "/CN=certuser",
-            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
-        );
-        for name in ["ca.crt", "other-ca.crt", "server.crt", "client.crt"] {
-            std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o644))
-                .unwrap();
-        }
-        // PostgreSQL refuses a key that is not its user's alone; so does a
-        // TLS client.
-        for name in ["server.key", "client.key"] {
-            std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o600))
-                .unwrap();
-        }
+        crate::ca::make(dir, san);
         if is_root() {
             let unprivileged = UNPRIVILEGED.parse().ok();
             for name in ["server.crt", "server.key"] {

@@ -82,13 +82,18 @@ pub(crate) struct EngineArgs {
     /// Take leases on PostgreSQL at this URL (directly or through PgBouncer
     /// in transaction pooling mode), creating its tables first. Needs a
     /// build with the `postgres` feature, and a `lockfile` command with it.
-    #[arg(long, value_name = "URL", conflicts_with = "etcd")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["etcd", "redis"])]
     pub(crate) postgres: Option<String>,
 
     /// Take leases on etcd at these comma-separated endpoints. Needs a build
     /// with the `etcd` feature, and a `lockfile` command with it.
-    #[arg(long, value_name = "ENDPOINTS")]
+    #[arg(long, value_name = "ENDPOINTS", conflicts_with = "redis")]
     pub(crate) etcd: Option<String>,
+
+    /// Take leases on Redis at this URL. Needs a build with the `redis`
+    /// feature, and a `lockfile` command with it.
+    #[arg(long, value_name = "URL")]
+    pub(crate) redis: Option<String>,
 
     /// With leases: their time to live, in seconds. Short, so that holders
     /// killed by the chaos loop are taken over often.

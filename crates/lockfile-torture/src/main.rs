@@ -6,7 +6,7 @@
 //! acquisition fail, when an inspection misreported a lock, or when anything
 //! failed unexpectedly.
 //!
-//! With `--postgres URL` or `--etcd ENDPOINTS`, the workers take leases on
+//! With `--postgres URL`, `--etcd ENDPOINTS` or `--redis URL`, the workers take leases on
 //! that server instead of lock files (see `lease`), and the run also judges
 //! the fencing tokens and times the takeovers after a holder's death.
 //!
@@ -29,7 +29,7 @@ use args::{Cli, EngineArgs, LeaseArgs, Role};
 
 /// The leases a lease role works on, which its coordinator always names.
 fn leases(args: &EngineArgs) -> anyhow::Result<lease::Leases> {
-    lease::Leases::from_args(args)?.context("no --postgres or --etcd")
+    lease::Leases::from_args(args)?.context("no --postgres, --etcd or --redis")
 }
 
 fn main() {

@@ -1,4 +1,4 @@
-//! A worker that takes leases through `lockfile run --postgres|--etcd`,
+//! A worker that takes leases through `lockfile run --postgres|--etcd|--redis`,
 //! whose command is a `lease-section` of this binary.
 //!
 //! Each wrapper starts in a process group of its own, which its command

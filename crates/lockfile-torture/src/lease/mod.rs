@@ -1,6 +1,7 @@
-//! Lease mode: the workers take leases on a real server (PostgreSQL, etcd)
+//! Lease mode: the workers take leases on a real server (PostgreSQL, etcd,
+//! Redis)
 //! instead of lock files, through the lease layer's `Engine` (library
-//! workers) and through `lockfile run --postgres|--etcd` (drivers). The
+//! workers) and through `lockfile run --postgres|--etcd|--redis` (drivers). The
 //! detector and the chaos loop are the lock files' own; what differs is that
 //! a SIGKILLed holder's lease stands until its TTL runs out, and that every
 //! section logs its fencing token in the detector.
@@ -22,6 +23,8 @@ pub(crate) enum Server {
     Postgres(String),
     /// etcd at these comma-separated endpoints.
     Etcd(String),
+    /// Redis at this URL.
+    Redis(String),
 }
 
 /// A lease run's server and TTL.
@@ -34,10 +37,11 @@ pub(crate) struct Leases {
 impl Leases {
     /// What `args` ask for: `None` for a run on lock files.
     pub(crate) fn from_args(args: &EngineArgs) -> Result<Option<Leases>> {
-        let server = match (&args.postgres, &args.etcd) {
-            (Some(url), _) => Server::Postgres(url.clone()),
-            (None, Some(endpoints)) => Server::Etcd(endpoints.clone()),
-            (None, None) => return Ok(None),
+        let server = match (&args.postgres, &args.etcd, &args.redis) {
+            (Some(url), _, _) => Server::Postgres(url.clone()),
+            (None, Some(endpoints), _) => Server::Etcd(endpoints.clone()),
+            (None, None, Some(url)) => Server::Redis(url.clone()),
+            (None, None, None) => return Ok(None),
         };
         let ttl = Duration::try_from_secs_f64(args.ttl)
             .ok()
@@ -62,6 +66,7 @@ impl Leases {
         let (option, value) = match &self.server {
             Server::Postgres(url) => ("--postgres", url),
             Server::Etcd(endpoints) => ("--etcd", endpoints),
+            Server::Redis(url) => ("--redis", url),
         };
         vec![option.to_owned(), value.clone(), "--ttl".to_owned(), ttl]
     }
@@ -72,6 +77,7 @@ impl Leases {
         match self.server {
             Server::Postgres(_) => "PostgreSQL",
             Server::Etcd(_) => "etcd",
+            Server::Redis(_) => "Redis",
         }
     }
 
@@ -80,6 +86,7 @@ impl Leases {
         match &self.server {
             Server::Postgres(url) => postgres(url, self.ttl),
             Server::Etcd(endpoints) => etcd(endpoints, self.ttl),
+            Server::Redis(url) => redis(url, self.ttl),
         }
     }
 
@@ -137,5 +144,19 @@ fn etcd(endpoints: &str, ttl: Duration) -> Result<Box<dyn Engine>> {
 fn etcd(_endpoints: &str, _ttl: Duration) -> Result<Box<dyn Engine>> {
     anyhow::bail!(
         "--etcd needs a build with the `etcd` feature (cargo build -p lockfile-torture --features etcd)"
+    )
+}
+
+#[cfg(feature = "redis")]
+fn redis(url: &str, ttl: Duration) -> Result<Box<dyn Engine>> {
+    let mut engine = lockfile_redis::LeaseOptions::new(url);
+    engine.ttl(ttl);
+    Ok(Box::new(engine))
+}
+
+#[cfg(not(feature = "redis"))]
+fn redis(_url: &str, _ttl: Duration) -> Result<Box<dyn Engine>> {
+    anyhow::bail!(
+        "--redis needs a build with the `redis` feature (cargo build -p lockfile-torture --features redis)"
     )
 }

@@ -120,6 +120,7 @@ fn engine_features() -> Vec<String> {
     let features: Vec<&str> = [
         cfg!(feature = "etcd").then_some("etcd"),
         cfg!(feature = "postgres").then_some("postgres"),
+        cfg!(feature = "redis").then_some("redis"),
     ]
     .into_iter()
     .flatten()

@@ -24,15 +24,15 @@ if [ "$(id -u)" -eq 0 ]; then root=true; fi
 # skews the clocks of `--once-per` contenders under a lease and steps a
 # PostgreSQL server's clock; crates/lockfile-redis and the command's
 # `--redis` tests run a real Redis (redis-server, and its redis-cli);
-# openssl makes the test CA and certificates of
-# the PostgreSQL and Redis TLS tests; the tests that
-# need root also run util-linux's unshare and setpriv, and mkfs.btrfs for a
-# btrfs image.
+# openssl makes the test CA and certificates of the PostgreSQL and Redis
+# TLS tests; the tests that need root also run util-linux's unshare and
+# setpriv, mkfs.btrfs for a btrfs image, and Debian's cron daemon
+# (`--output-on-failure` under cron).
 tools=(protoc:protobuf-compiler etcd:etcd-server pg_ctlcluster:postgresql pgbouncer:pgbouncer openssl:openssl flock:util-linux python3:python3 script:bsdutils
     promtool:prometheus prometheus-node-exporter:prometheus-node-exporter readelf:binutils
     faketime:faketime redis-server:redis-server)
 if $root; then
-    tools+=(unshare:util-linux setpriv:util-linux mkfs.btrfs:btrfs-progs)
+    tools+=(unshare:util-linux setpriv:util-linux mkfs.btrfs:btrfs-progs cron:cron)
 fi
 missing_packages() {
     local tool

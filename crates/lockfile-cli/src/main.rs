@@ -67,7 +67,6 @@ mod monitor;
 mod reap;
 mod run;
 mod term;
-#[cfg(feature = "ping")]
 mod thread;
 
 use std::ffi::OsString;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use common::prometheus::{NodeExporter, promtool_accepts, samples, value};
-use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr};
+use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
 use lockfile_test_support::{Proxy, etcd as server};
 
 /// A single-member etcd of this test's own, killed when dropped.
@@ -205,6 +205,54 @@ fn a_lapsing_lease_stops_the_command_before_the_deadline_and_exits_79() {
         ])
         .bounded_output();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
+
+#[test]
+fn output_on_failure_under_a_lease_prints_a_failing_run_only_and_names_a_lost_lease() {
+    let etcd = Etcd::start();
+    let run = |name: &str, script: &str| {
+        lockfile()
+            .args(["run", "--output-on-failure", "--etcd", &etcd.endpoint])
+            .args(["--ttl", "2", name, "sh", "-c", script])
+            .bounded_output()
+    };
+    let out = run("quiet", "echo noise; echo noise >&2");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!((&out.stdout[..], &out.stderr[..]), (&b""[..], &b""[..]));
+    let out = run("failing", "echo to stdout; echo to stderr >&2; exit 3");
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "to stdout\n");
+    assert_eq!(
+        stderr(&out),
+        "lockfile: the run of job \"sh\" failed (exit status 3); its output follows\nto stderr\n"
+    );
+
+    // Renewals fail while COMMAND runs: it is stopped, and the output says
+    // that the lease was lost. The job's own line is kept, not printed, so
+    // it leaves a mark to say that it runs.
+    let dir = tempfile::tempdir().unwrap();
+    let running = dir.path().join("running");
+    let script = format!("echo working; touch '{}'; {LOOP}", running.display());
+    let out = std::thread::scope(|scope| {
+        let job = scope.spawn(|| run("paused", &script));
+        wait_until("the job to run", || running.exists());
+        etcd.server.pause();
+        let out = job.join().unwrap();
+        etcd.server.resume();
+        out
+    });
+    assert_eq!(code(&out), 79, "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "working\n");
+    // The release's own lines come first (printed as it happens), then
+    // ours, then what was kept, our line about the SIGTERM among it.
+    let said = stderr(&out);
+    let ours = said
+        .find("lockfile: the run of job \"sh\" lost its lease and was stopped (exit status 79")
+        .unwrap_or_else(|| panic!("{said}"));
+    let kept = said
+        .find("sending SIGTERM")
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(ours < kept, "{said}");
 }
 
 #[test]

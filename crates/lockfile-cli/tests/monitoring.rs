@@ -1091,6 +1091,58 @@ mod pings {
         }
     }
 
+    #[test]
+    fn with_output_on_failure_the_final_ping_still_carries_the_tail() {
+        let server = Server::start(Answer::Ok);
+        let dir = Dir::new();
+        let lock = dir.path("job.lock");
+        let url = server.url();
+        let run = |script: &str| {
+            let args = [
+                "run",
+                "--ping",
+                &url,
+                "--ping-log-bytes",
+                "12",
+                "--output-on-failure",
+                "--job",
+                "backup",
+                s(&lock),
+                "-c",
+                script,
+            ];
+            no_proxy(&args).bounded_output()
+        };
+        // Success: nothing printed, and the ping has the tail all the same.
+        // (One stream: the tail of two pipes depends on which is read last.)
+        let out = run("echo to stdout; printf 'all went well'");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!((stdout(&out), stderr(&out)), (String::new(), String::new()));
+        let requests = server.wait_for(2);
+        assert!(
+            requests[1].target.starts_with("/ping/abc?rid="),
+            "{requests:?}"
+        );
+        assert_eq!(requests[1].body, "ll went well");
+        // Failure: printed, our line first, and the ping has the tail.
+        let out = run("echo to stdout; printf 'it went bad'; exit 5");
+        assert_eq!(code(&out), 5, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "to stdout\nit went bad");
+        assert_eq!(
+            stderr(&out),
+            "lockfile: the run of job \"backup\" failed (exit status 5); its output follows\n"
+        );
+        let requests = server.wait_for(4);
+        assert!(
+            requests[3].target.starts_with("/ping/abc/5?rid="),
+            "{requests:?}"
+        );
+        assert_eq!(
+            requests[3].body,
+            "\nit went badlockfile: the run failed (outcome failed, exit status 5)\n"
+        );
+    }
+
     /// 20 KB of output, the last lines numbered, for `--ping-log-bytes`.
     const TWENTY_KB: &str =
         "i=0; while [ $i -lt 2000 ]; do printf 'line %05d\n' $i; i=$((i+1)); done";

@@ -40,6 +40,12 @@ impl Conn {
         }
         crate::key::check_prefix(&opts.prefix).map_err(invalid)?;
         let server = Server::parse(&opts.url, opts.password.as_deref()).map_err(invalid)?;
+        if server.tls && rustls::crypto::CryptoProvider::get_default().is_none() {
+            // redis-rs builds its TLS config with the process's provider:
+            // ring, as every TLS connection of this workspace. (Another
+            // thread may have installed one meanwhile: then that one serves.)
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let client = match &opts.ca {
             Some(path) => {
                 if !server.tls {

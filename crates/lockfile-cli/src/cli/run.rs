@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// the lock itself. Nobody is left to beat or to record success, so the
     /// record promises no heartbeat and says that its release is not
     /// recorded.
-    #[arg(short = 'F', long, conflicts_with_all = ["close", "engine", "watchdog", "max_runtime", "evict_after", "once_per"])]
+    #[arg(short = 'F', long, conflicts_with_all = ["close", "engine", "watchdog", "max_runtime", "evict_after", "once_per", "output_on_failure"])]
     pub no_fork: bool,
 
     /// Print flock(1)'s lines: how long getting the lock took and what is
@@ -135,6 +135,24 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "10", value_parser = duration::parse)]
     pub kill_after: Duration,
 
+    /// Keep COMMAND's stdout and stderr while it runs, and print them only
+    /// if the run fails (a non-zero exit, a signal, a limit, a lost lease),
+    /// each to the stream it was written to, after one line of ours that
+    /// says why; print nothing when it succeeds, so that cron sends no mail
+    /// (as chronic does). COMMAND then writes to pipes, not a terminal, and
+    /// the order between stdout and stderr is kept only when they are one
+    /// file (as under cron). At most --output-limit bytes of each are kept:
+    /// the head and the tail, with a line saying how much was cut.
+    #[arg(long)]
+    pub output_on_failure: bool,
+
+    /// With --output-on-failure: the most kept of each stream, in bytes (or
+    /// with a unit: 64KiB, 16MiB, 1GiB); half its head, half its tail.
+    /// Past 1 MiB, it is kept in a temporary file in $TMPDIR that no name
+    /// points to.
+    #[arg(long, value_name = "BYTES", default_value = "16MiB", requires = "output_on_failure", value_parser = parse_output_limit)]
+    pub output_limit: u64,
+
     /// When the lock is held by a holder whose heartbeat has been silent for
     /// longer than DURATION, and longer than it promised, stop it with
     /// everything it started and take the lock. This kills another process
@@ -216,6 +234,28 @@ fn parse_log_bytes(value: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// `--output-limit BYTES`: a number of bytes, or one with a binary unit
+/// (KiB, MiB, GiB; K, M, G mean the same).
+fn parse_output_limit(value: &str) -> Result<u64, String> {
+    let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: u64 = match &value[digits.len()..] {
+        "" | "B" => 1,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "`{value}`: `{other}` is not a unit (bytes, or KiB, MiB, GiB)"
+            ));
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|e| format!("`{value}` is not a number of bytes: {e}"))?;
+    n.checked_mul(unit)
+        .ok_or_else(|| format!("`{value}` is too large"))
+}
+
 impl RunArgs {
     /// The URL a waiting PostgreSQL lease listens on: `--postgres-listen`,
     /// or LOCKFILE_POSTGRES_LISTEN_URL when it is absent (as
@@ -238,5 +278,35 @@ mod tests {
         assert_eq!(parse_log_bytes("2621440"), Ok(MAX_PING_LOG_BYTES));
         assert!(parse_log_bytes("2621441").unwrap_err().contains("2.5 MiB"));
         assert!(parse_log_bytes("-1").is_err());
+    }
+
+    #[test]
+    fn an_output_limit_takes_bytes_or_a_binary_unit() {
+        assert_eq!(parse_output_limit("0"), Ok(0));
+        assert_eq!(parse_output_limit("1000"), Ok(1000));
+        assert_eq!(parse_output_limit("64KiB"), Ok(65_536));
+        assert_eq!(parse_output_limit("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_output_limit("16M"), Ok(16 << 20));
+        assert_eq!(parse_output_limit("2GiB"), Ok(2 << 30));
+        assert!(
+            parse_output_limit("16MB")
+                .unwrap_err()
+                .contains("`MB` is not a unit")
+        );
+        assert!(
+            parse_output_limit("-1")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            parse_output_limit("MiB")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            parse_output_limit("99999999999GiB")
+                .unwrap_err()
+                .contains("too large")
+        );
     }
 }

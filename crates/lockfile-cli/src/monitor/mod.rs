@@ -11,12 +11,11 @@
 //! Each hook is cheap when no option asks for it, and none ever changes the
 //! exit status.
 
-#[cfg(feature = "ping")]
-pub(crate) mod capture;
 pub(crate) mod exposition;
 pub(crate) mod lease_metrics;
 pub(crate) mod lock_metrics;
 pub(crate) mod metrics;
+pub(crate) mod outcome;
 #[cfg(feature = "ping")]
 pub(crate) mod ping;
 mod run_figures;
@@ -42,7 +41,7 @@ impl Pinger {
         match *self {}
     }
 
-    fn finished(&mut self, _outcome: Outcome, _exit_code: i32) {
+    fn finished(&mut self, _outcome: Outcome, _exit_code: i32, _output: Vec<u8>) {
         match *self {}
     }
 
@@ -76,11 +75,7 @@ impl Monitor {
     /// build without the `ping` feature.
     pub(crate) fn new(args: &MonitorArgs, job: &str, lock: &str) -> Result<Monitor, String> {
         #[cfg(feature = "ping")]
-        let ping = args
-            .ping
-            .as_deref()
-            .map(|url| Pinger::new(url, args.ping_log_bytes))
-            .transpose()?;
+        let ping = args.ping.as_deref().map(Pinger::new).transpose()?;
         #[cfg(not(feature = "ping"))]
         let ping: Option<Pinger> = match args.ping {
             None => None,
@@ -156,9 +151,10 @@ impl Monitor {
     }
 
     /// COMMAND ended with `outcome`, and the wrapper exits with
-    /// `exit_code`. Does nothing unless `started` was called, or a second
-    /// time.
-    pub(crate) fn finished(&mut self, outcome: Outcome, exit_code: i32) {
+    /// `exit_code`; `output` is the tail of its output for the ping
+    /// (`--ping-log-bytes`). Does nothing unless `started` was called, or a
+    /// second time.
+    pub(crate) fn finished(&mut self, outcome: Outcome, exit_code: i32, output: Vec<u8>) {
         let Some(began) = self.run.take() else {
             return;
         };
@@ -168,7 +164,7 @@ impl Monitor {
             metrics.finished(outcome, exit_code, duration, success_at);
         }
         if let Some(ping) = &mut self.ping {
-            ping.finished(outcome, exit_code);
+            ping.finished(outcome, exit_code, output);
         }
     }
 }

@@ -37,8 +37,6 @@ use std::time::Duration;
 use lockfile::history::Outcome;
 use lockfile::inspect::Unhealthy;
 
-use crate::monitor::capture::Capture;
-
 /// The body limit of a server that announces none: healthchecks'
 /// `PING_BODY_LIMIT` default.
 pub(crate) const DEFAULT_BODY_LIMIT: usize = 10_000;
@@ -74,8 +72,6 @@ pub(crate) struct Pinger {
     /// Its query, without the `?`; often empty.
     query: String,
     rid: Option<String>,
-    log_bytes: usize,
-    capture: Option<Capture>,
     /// Closed once the start ping is done.
     start: Option<Receiver<()>>,
     /// The server's body limit, from the answer to the start ping.
@@ -91,14 +87,12 @@ struct Body {
 }
 
 impl Pinger {
-    /// A pinger for `url`, an `http` or `https` URL. With `log_bytes` above
-    /// 0, the final ping carries the last `log_bytes` bytes of COMMAND's
-    /// output (or fewer: see the server's limit above).
+    /// A pinger for `url`, an `http` or `https` URL.
     ///
     /// # Errors
     ///
     /// A message for a usage error, when `url` is not such a URL.
-    pub(crate) fn new(url: &str, log_bytes: usize) -> Result<Pinger, String> {
+    pub(crate) fn new(url: &str) -> Result<Pinger, String> {
         let bad = |why: &str| format!("--ping `{url}`: {why}");
         let uri: ureq::http::Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
@@ -119,8 +113,6 @@ impl Pinger {
             base: base.trim_end_matches('/').to_owned(),
             query: query.to_owned(),
             rid: None,
-            log_bytes,
-            capture: None,
             start: None,
             body_limit: Arc::new(AtomicUsize::new(DEFAULT_BODY_LIMIT)),
             reported: Arc::new(AtomicBool::new(false)),
@@ -188,22 +180,13 @@ impl Pinger {
     }
 
     /// COMMAND is about to start as the run `rid` of `job`: pings `/start`,
-    /// and waits for it at most [`START_PATIENCE`]. With a log to send, this
-    /// is also where COMMAND's output starts to pass through pipes.
+    /// and waits for it at most [`START_PATIENCE`].
     ///
     /// The body names the host, pid and job, never the command line: it
     /// goes to a third party, and a word in it could match the check's
     /// failure keywords.
     pub(crate) fn started(&mut self, rid: &str, job: &str) {
         self.rid = Some(rid.to_owned());
-        if self.log_bytes > 0 {
-            match Capture::start(self.log_bytes) {
-                Ok(capture) => self.capture = Some(capture),
-                Err(e) => self.report(&format!(
-                    "lockfile: cannot capture the command's output for the ping: {e}"
-                )),
-            }
-        }
         let host = rustix::system::uname()
             .nodename()
             .to_string_lossy()
@@ -228,9 +211,10 @@ impl Pinger {
     }
 
     /// COMMAND ended with `outcome`, and the wrapper exits with `exit_code`:
-    /// pings success or the exit status, and waits for it at most
+    /// pings success or the exit status, with `output` (the tail of
+    /// COMMAND's output, with `--ping-log-bytes`), and waits for it at most
     /// [`FINAL_PATIENCE`].
-    pub(crate) fn finished(&mut self, outcome: Outcome, exit_code: i32) {
+    pub(crate) fn finished(&mut self, outcome: Outcome, exit_code: i32, output: Vec<u8>) {
         let (suffix, ours) = match outcome {
             Outcome::Succeeded => (String::new(), String::new()),
             other => {
@@ -240,12 +224,11 @@ impl Pinger {
                 };
                 let line = format!(
                     "lockfile: the run {} (outcome {other}, exit status {exit_code})\n",
-                    what_happened(other)
+                    crate::monitor::outcome::what_happened(other)
                 );
                 (suffix, line)
             }
         };
-        let output = self.capture.take().map(Capture::finish).unwrap_or_default();
         let after = self.start.take();
         let done = self.send(&suffix, Body { output, ours }, after);
         self.wait(done, &suffix);
@@ -301,16 +284,6 @@ fn tail_at_boundary(text: &str, limit: usize) -> &str {
 fn report_once(reported: &AtomicBool, message: &str) {
     if !reported.swap(true, Ordering::SeqCst) {
         errln!("{message}");
-    }
-}
-
-fn what_happened(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::TimedOut => "ran past its maximum runtime and was stopped",
-        Outcome::Hung => "stopped proving progress and was stopped",
-        Outcome::Evicted => "was stopped by a later run that judged it hung",
-        Outcome::LeaseLost => "lost its lease and was stopped",
-        _ => "failed",
     }
 }
 
@@ -372,14 +345,14 @@ mod tests {
 
     #[test]
     fn urls_follow_the_protocol() {
-        let mut p = Pinger::new("https://hc.example/ping/abc/", 0).unwrap();
+        let mut p = Pinger::new("https://hc.example/ping/abc/").unwrap();
         assert_eq!(p.url("/log"), "https://hc.example/ping/abc/log");
         p.rid = Some("T".to_owned());
         assert_eq!(p.url("/start"), "https://hc.example/ping/abc/start?rid=T");
         assert_eq!(p.url(""), "https://hc.example/ping/abc?rid=T");
         assert_eq!(p.url("/3"), "https://hc.example/ping/abc/3?rid=T");
         assert_eq!(p.url("/log"), "https://hc.example/ping/abc/log");
-        let mut p = Pinger::new("http://h:8000/ping/key/slug?create=1#x", 0).unwrap();
+        let mut p = Pinger::new("http://h:8000/ping/key/slug?create=1#x").unwrap();
         p.rid = Some("T".to_owned());
         assert_eq!(
             p.url("/fail"),
@@ -390,7 +363,7 @@ mod tests {
     #[test]
     fn a_url_that_is_not_http_is_a_usage_error_naming_it() {
         for url in ["ftp://h/x", "hc-ping.com/abc", "http://", "not a url"] {
-            let err = Pinger::new(url, 0).unwrap_err();
+            let err = Pinger::new(url).unwrap_err();
             assert!(err.contains(&format!("`{url}`")), "{err}");
         }
     }

@@ -13,18 +13,22 @@
 //!   ask the loop for a stop; `beat_file.rs`: where COMMAND beats under a
 //!   lease;
 //! - `tick.rs`: `--once-per`'s lines and environment;
+//! - `capture.rs`: COMMAND's output through pipes, for `--ping-log-bytes`
+//!   and `--output-on-failure`, with `output.rs`, what a stream keeps;
 //! - `outcome.rs`: how the run ended, and its exit status.
 
 use std::ffi::OsString;
 use std::time::{Instant, SystemTime};
 
 pub(crate) mod beat_file;
+pub(crate) mod capture;
 pub(crate) mod command;
 pub(crate) mod hold;
 pub(crate) mod jitter;
 pub(crate) mod keeper;
 pub(crate) mod limits;
 pub(crate) mod outcome;
+pub(crate) mod output;
 pub(crate) mod signals;
 pub(crate) mod supervise;
 pub(crate) mod tick;
@@ -33,6 +37,7 @@ pub(crate) mod tree;
 use crate::cli::RunArgs;
 use crate::exit;
 use crate::monitor::Monitor;
+use crate::run::capture::Capture;
 use crate::run::command::{command_line, job_name};
 use crate::run::hold::{Hold, Released};
 use crate::run::limits::Limits;
@@ -67,6 +72,10 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         return exit::USAGE;
     }
     if args.command.is_empty() && args.shell_command.is_none() {
+        if args.output_on_failure {
+            errln!("{name}: --output-on-failure needs a COMMAND whose output to keep");
+            return exit::USAGE;
+        }
         let job = args
             .job
             .clone()
@@ -102,7 +111,9 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         tick::warn_on_drift(claim, ours);
     }
 
-    // Spawn and supervise.
+    // Spawn and supervise, COMMAND's output through pipes when an option
+    // asks for it.
+    let capture = capture(&args);
     monitor.started(hold.record().token);
     let started_at = SystemTime::now();
     let ran = supervised(hold.as_mut(), &program, &program_args, &args);
@@ -117,15 +128,42 @@ pub(crate) fn run(args: RunArgs) -> i32 {
             code = exit::UNAVAILABLE;
         }
     }
-    monitor.finished(end.outcome, code);
+    let mut captured = capture.map(Capture::finish).unwrap_or_default();
+    let (outcome, signal) = (end.outcome, end.signal);
+    monitor.finished(outcome, code, std::mem::take(&mut captured.tail));
     let survivors = ran.as_ref().is_ok_and(|ran| ran.survivors);
-    match hold.finish(end, survivors) {
+    let code = match hold.finish(end, survivors) {
         // A run whose lease lapsed before its release did not run fully
         // protected, whatever COMMAND's own status: say so with a status of
         // its own.
         Released::Lost if ran.is_ok() => exit::LEASE_LOST,
         _ => code,
+    };
+    // After the release: a slow reader of the output never holds the lock.
+    if args.output_on_failure && code != 0 {
+        errln!(
+            "lockfile: {}",
+            outcome::failure_line(&job, outcome, code, signal, captured.nothing_kept())
+        );
+        captured.print_kept();
     }
+    code
+}
+
+/// Points COMMAND's output at pipes for `--ping-log-bytes` (the tail for
+/// the ping) and `--output-on-failure` (all of it, kept). Should that be
+/// impossible, the output goes straight through, and a line says so.
+fn capture(args: &RunArgs) -> Option<Capture> {
+    let tail = args.monitoring.ping_log_bytes;
+    let keep = args.output_on_failure.then_some(args.output_limit);
+    if tail == 0 && keep.is_none() {
+        return None;
+    }
+    Capture::start(tail, keep)
+        .inspect_err(|e| {
+            errln!("lockfile: cannot pass the command's output through the wrapper ({e}): it goes straight to stdout and stderr");
+        })
+        .ok()
 }
 
 /// Sleeps `--jitter`'s delay for `job`, if any. Nothing is held or written

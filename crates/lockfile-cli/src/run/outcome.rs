@@ -61,3 +61,58 @@ pub(crate) fn of(
     };
     (end, code)
 }
+
+/// `--output-on-failure`'s line for a run of `job` that ended with
+/// `outcome` (COMMAND killed by `signal`, if it was) and exits `code` (not
+/// 0), before its output (`none` when it wrote nothing): "the run of job
+/// `backup` failed (exit status 3); its output follows".
+pub(crate) fn failure_line(
+    job: &str,
+    outcome: Outcome,
+    code: i32,
+    signal: Option<i32>,
+    none: bool,
+) -> String {
+    let what = match (outcome, code) {
+        // The lease lapsed before its release, once COMMAND had ended.
+        (Outcome::Succeeded, exit::LEASE_LOST) => "lost its lease before it was released",
+        _ => crate::monitor::outcome::what_happened(outcome),
+    };
+    let signal = signal.map_or_else(String::new, |sig| format!(", killed by signal {sig}"));
+    let output = if none {
+        "it wrote no output"
+    } else {
+        "its output follows"
+    };
+    format!(
+        "the run of job {} {what} (exit status {code}{signal}); {output}",
+        lockfile::text::quoted(job)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_failure_line_says_how_the_run_ended() {
+        assert_eq!(
+            failure_line("backup", Outcome::Failed, 3, None, false),
+            "the run of job \"backup\" failed (exit status 3); its output follows"
+        );
+        assert_eq!(
+            failure_line("backup", Outcome::Failed, 137, Some(9), true),
+            "the run of job \"backup\" failed (exit status 137, killed by signal 9); it wrote no output"
+        );
+        let stopped = failure_line("backup", Outcome::TimedOut, 124, Some(15), false);
+        assert!(
+            stopped.contains("ran past its maximum runtime and was stopped (exit status 124"),
+            "{stopped}"
+        );
+        let lost = failure_line("backup", Outcome::Succeeded, exit::LEASE_LOST, None, false);
+        assert!(
+            lost.contains("lost its lease before it was released (exit status 79)"),
+            "{lost}"
+        );
+    }
+}

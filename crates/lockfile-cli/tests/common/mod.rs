@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod cron_daemon;
 pub(crate) mod dead_wrapper;
 pub(crate) mod fenced;
 pub(crate) mod hung_lease;

@@ -185,7 +185,7 @@ fn a_bad_password_a_refused_port_a_replica_and_an_eviction_policy_exit_69_in_one
     expect_69(
         &format!("redis://jobs:wrong-pw@127.0.0.1:{port}"),
         &[
-            &format!("redis://jobs@127.0.0.1:{port}"),
+            &format!("redis://jobs:***@127.0.0.1:{port}"),
             "authentication failed",
         ],
     );
@@ -194,7 +194,7 @@ fn a_bad_password_a_refused_port_a_replica_and_an_eviction_policy_exit_69_in_one
     drop(closed);
     expect_69(
         &format!("redis://jobs:wrong-pw@127.0.0.1:{closed_port}"),
-        &[&format!("jobs@127.0.0.1:{closed_port}")],
+        &[&format!("jobs:***@127.0.0.1:{closed_port}")],
     );
     let replica = Redis::start_with(&["--replicaof", "127.0.0.1", &port.to_string()]);
     expect_69(&replica.url(), &["not a primary", "ROLE says slave"]);
@@ -523,5 +523,95 @@ fn a_host_ten_years_ahead_writes_the_servers_times() {
             before - 0.001 <= t && t <= after + 0.001,
             "{t} not within the server's {before}..{after}: {doc}"
         );
+    }
+}
+
+/// The password shows nowhere: in neither a succeeding nor a failing run's
+/// output, events (text and JSON), metrics or pings, nor in inspect's and
+/// check's JSON; COMMAND's environment is checked above.
+#[test]
+fn a_password_shows_in_no_output_event_metric_or_ping() {
+    use common::ping::{Answer, Server};
+    const SECRET: &str = "Zq-s3cr3t-Zq";
+    let redis = Redis::start();
+    redis.cli(&[
+        "ACL",
+        "SETUSER",
+        "jobs",
+        "on",
+        &format!(">{SECRET}"),
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let url = format!("redis://jobs:{SECRET}@127.0.0.1:{}", redis.port());
+    let shown = format!("redis://jobs:***@127.0.0.1:{}", redis.port());
+    let no_secret = |what: &str, text: &str| {
+        assert!(
+            !text.contains("Zq"),
+            "a piece of the password in {what}: {text}"
+        );
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pings = Server::start(Answer::Ok);
+    for (format, script, status) in [("text", "echo ran", 0), ("json", "echo ran; exit 3", 3)] {
+        let out = lockfile()
+            .args(["--log-format", format, "run", "--redis", &url])
+            .arg("--metrics-dir")
+            .arg(dir.path())
+            .args(["--ping", &pings.url(), "--ping-log-bytes", "100000"])
+            .args(["scanned", "sh", "-c", script])
+            .bounded_output();
+        assert_eq!(code(&out), status, "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("lock_acquired"), "{err}");
+        no_secret("stderr", &err);
+        no_secret("stdout", &String::from_utf8_lossy(&out.stdout));
+    }
+    // A failure that names the server: a lease held elsewhere on a name
+    // whose key another client broke.
+    redis.cli(&["SET", "lockfile:{broken}:lease", "junk"]);
+    let out = lockfile()
+        .args(["--log-format", "json", "run", "--redis", &url])
+        .args(["--ping", &pings.url(), "broken", "true"])
+        .bounded_output();
+    assert_eq!(code(&out), 69, "{}", stderr(&out));
+    assert!(stderr(&out).contains(&shown), "{}", stderr(&out));
+    no_secret("stderr", &stderr(&out));
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        no_secret(
+            &path.display().to_string(),
+            &String::from_utf8_lossy(&std::fs::read(&path).unwrap()),
+        );
+    }
+    for r in pings.wait_for(4) {
+        no_secret("a ping", &format!("{} {}", r.target, r.body));
+    }
+    for args in [
+        vec!["inspect", "--json", "--redis", &url],
+        vec!["inspect", "--format", "prometheus", "--redis", &url],
+        vec![
+            "check",
+            "--json",
+            "--expect-every",
+            "1h",
+            "--redis",
+            &url,
+            "scanned",
+        ],
+        vec![
+            "check",
+            "--json",
+            "--expect-every",
+            "1h",
+            "--redis",
+            &url,
+            "broken",
+        ],
+    ] {
+        let out = lockfile().args(&args).bounded_output();
+        no_secret(&format!("{args:?}"), &String::from_utf8_lossy(&out.stdout));
+        no_secret(&format!("{args:?}'s stderr"), &stderr(&out));
     }
 }

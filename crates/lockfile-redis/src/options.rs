@@ -85,7 +85,7 @@ impl LeaseOptions {
     /// `redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]`, or `rediss://` for TLS
     /// (the server's name is verified against the system's roots, or
     /// against [`ca`](LeaseOptions::ca)). User and password are
-    /// percent-encoded; messages show the server as `user@host:port`,
+    /// percent-encoded; messages show the server as `user:***@host:port`,
     /// never the password. `#insecure` (no certificate check) is refused.
     pub fn new(url: impl Into<String>) -> LeaseOptions {
         LeaseOptions {

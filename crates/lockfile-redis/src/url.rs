@@ -1,5 +1,5 @@
 //! The server a URL names: what the client connects to, and how every
-//! message shows it (`redis://user@host:port/db`: never the password).
+//! message shows it (`redis://user:***@host:port/db`: never the password).
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo};
 
@@ -73,22 +73,31 @@ impl Server {
             ConnectionAddr::Unix(_) => return Err("Unix sockets are not supported".to_owned()),
             _ => return Err("this kind of address is not supported".to_owned()),
         };
-        let settings = info.redis_settings().clone();
+        let mut settings = info.redis_settings().clone();
         let db = settings.db();
         let user = settings.username().map(str::to_owned);
-        let mut settings = settings;
         if settings.password().is_none()
             && let Some(password) = password
         {
             settings = settings.set_password(password);
         }
+        let secret = if settings.password().is_some() {
+            ":***"
+        } else {
+            ""
+        };
         let info = info.set_redis_settings(settings);
         let host = if host.contains(':') {
             format!("[{host}]")
         } else {
             host
         };
-        let user = user.map(|u| format!("{u}@")).unwrap_or_default();
+        // As every engine shows a URL: the password replaced, never left
+        // out, so that a reader sees that one was given.
+        let user = match (user, secret) {
+            (None, "") => String::new(),
+            (user, secret) => format!("{}{secret}@", user.unwrap_or_default()),
+        };
         let db = if db == 0 {
             String::new()
         } else {
@@ -118,17 +127,19 @@ mod tests {
     #[test]
     fn the_shown_url_has_the_user_and_never_the_password() {
         let s = Server::parse("redis://jobs:s3cret@redis-1:6380/2", None).unwrap();
-        assert_eq!(s.shown, "redis://jobs@redis-1:6380/2");
+        assert_eq!(s.shown, "redis://jobs:***@redis-1:6380/2");
         assert!(!format!("{s:?}").contains("s3cret"));
         assert_eq!(s.info.redis_settings().password(), Some("s3cret"));
         let s = Server::parse("rediss://h", Some("from-env")).unwrap();
-        assert_eq!(s.shown, "rediss://h:6379");
+        assert_eq!(s.shown, "rediss://:***@h:6379");
         assert!(s.tls);
         assert_eq!(s.info.redis_settings().password(), Some("from-env"));
         // The URL's password wins over the environment's.
         let s = Server::parse("redis://:inurl@h", Some("from-env")).unwrap();
         assert_eq!(s.info.redis_settings().password(), Some("inurl"));
-        assert_eq!(s.shown, "redis://h:6379");
+        assert_eq!(s.shown, "redis://:***@h:6379");
+        let s = Server::parse("redis://jobs@h", None).unwrap();
+        assert_eq!(s.shown, "redis://jobs@h:6379");
     }
 
     #[test]

@@ -256,7 +256,7 @@ fn an_eviction_policy_is_refused_and_noeviction_is_fine() {
 fn a_password_is_never_shown() {
     let redis = Redis::start();
     job_user(&redis, "~lockfile:*", &JOB_COMMANDS);
-    let shown = format!("jobs@127.0.0.1:{}", redis.port());
+    let shown = format!("jobs:***@127.0.0.1:{}", redis.port());
     let opts = options(&job_url(&redis, "wrongpass"), Duration::from_secs(1));
     let err = opts.try_acquire("secret").unwrap_err();
     assert!(!err.is_contended(), "{err}");
@@ -274,7 +274,10 @@ fn a_password_is_never_shown() {
     assert!(!debug.contains("wrongpass"), "{debug}");
 
     // The password given apart from a URL without one.
-    let mut opts = options(&format!("redis://{shown}"), Duration::from_secs(1));
+    let mut opts = options(
+        &format!("redis://jobs@127.0.0.1:{}", redis.port()),
+        Duration::from_secs(1),
+    );
     opts.password("pw");
     let debug = format!("{opts:?}");
     assert!(!debug.contains("\"pw\""), "{debug}");

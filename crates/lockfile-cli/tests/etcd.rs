@@ -1313,26 +1313,8 @@ fn docs_json_lists_every_key_of_a_lease() {
 #[test]
 fn the_alert_rules_name_only_lease_metrics_that_are_written() {
     let etcd = Etcd::start();
-    let (holder, line) = start(&etcd, &[], "rules", "echo ready; exec sleep 60");
-    assert_eq!(line, "ready");
-    let out = lockfile()
-        .args([
-            "inspect",
-            "--format",
-            "prometheus",
-            "--etcd",
-            &etcd.endpoint,
-            "rules",
-        ])
-        .bounded_output();
-    let written = common::prometheus::sample_names(&String::from_utf8_lossy(&out.stdout));
-    drop(holder);
-    let missing: Vec<String> = common::prometheus::rule_metrics()
-        .into_iter()
-        .filter(|name| name.starts_with("lockfile_lease_") && !written.contains(name))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "the rules name {missing:?}, which inspect did not write: {written:?}"
-    );
+    common::lease_faults::the_alert_rules_name_only_lease_metrics_that_are_written(&[
+        "--etcd",
+        &etcd.endpoint,
+    ]);
 }

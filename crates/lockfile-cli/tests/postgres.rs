@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use common::fenced::{Event, Writer};
 use common::lease_faults::alive;
-use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
+use common::{Background, BoundedOutput, code, lockfile, stderr, wait_until};
 use lockfile_test_support::Proxy;
 use lockfile_test_support::postgres::{self as pg, PASSWORD, Postgres};
 
@@ -509,18 +509,11 @@ fn a_bounded_wait_bounds_the_requests_to_a_silent_server() {
 #[test]
 fn a_server_down_for_longer_than_the_ttl_stops_the_command_and_the_run_exits_79() {
     let pg = server();
-    let (mut wrapper, ready) = start(
-        &pg.url(),
-        &["--ttl", "2"],
-        "down",
-        &format!("trap 'echo stopped >&2; exit 0' TERM; echo ready; {LOOP}"),
+    common::lease_faults::a_stopped_server_stops_the_command_and_the_run_exits_79(
+        &["--postgres", &pg.url()],
+        || pg.stop(),
+        || pg.start_again(),
     );
-    assert_eq!(ready, "ready");
-    pg.stop();
-    let (status, err) = wrapper.wait();
-    pg.start_again();
-    assert_eq!(status, 79, "{err}");
-    assert!(err.contains("stopped"), "the command saw SIGTERM: {err}");
 }
 
 #[test]
@@ -531,38 +524,10 @@ fn behind_a_black_hole_the_wrapper_exits_within_the_ttl_and_a_second_of_the_cut(
         &format!("127.0.0.1:{}", pg.port),
         proxy.endpoint().trim_start_matches("http://"),
     );
-    let ttl = Duration::from_secs(3);
-    let script = format!("trap '' TERM; echo $$; {LOOP}");
-    let (mut wrapper, pid) = Background::spawn(&[
-        "--postgres",
-        &url,
-        "--ttl",
-        "3",
-        "holed",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    let pid: u32 = pid.parse().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let cut = Instant::now();
-    proxy.blackhole();
-    let (status, exited) = loop {
-        if let Some(status) = wrapper.try_code() {
-            break (status, cut.elapsed());
-        }
-        assert!(
-            cut.elapsed() < Duration::from_secs(60),
-            "{}",
-            wrapper.stderr_so_far()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let err = wrapper.stderr_so_far();
-    eprintln!("black hole, TTL 3s: the wrapper exited {exited:?} after the cut\n{err}");
-    assert_eq!(status, 79, "{err}");
-    assert!(!alive(pid), "the command was killed: {err}");
-    assert!(exited <= ttl + Duration::from_secs(1), "{exited:?}: {err}");
+    common::lease_faults::behind_a_black_hole_the_wrapper_exits_within_the_ttl_and_a_second(
+        &["--postgres", &url],
+        &proxy,
+    );
 }
 
 // ---------------------------------------------------------------------------

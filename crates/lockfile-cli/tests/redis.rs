@@ -6,12 +6,11 @@
 mod common;
 
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use common::lease_faults::alive;
-use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr};
+use common::{Background, BoundedOutput, code, lockfile, stderr};
 use lockfile_test_support::{Proxy, Redis};
 
 fn inspect(url: &str, args: &[&str]) -> Output {
@@ -308,18 +307,11 @@ fn run_over_tls_verifies_the_servers_name_with_the_ca_given() {
 #[test]
 fn a_server_stopped_for_longer_than_the_ttl_stops_the_command_and_the_run_exits_79() {
     let redis = Redis::start();
-    let (mut wrapper, ready) = start(
-        &redis.url(),
-        &["--ttl", "2"],
-        "down",
-        &format!("trap 'echo stopped >&2; exit 0' TERM; echo ready; {LOOP}"),
+    common::lease_faults::a_stopped_server_stops_the_command_and_the_run_exits_79(
+        &["--redis", &redis.url()],
+        || redis.pause(),
+        || redis.resume(),
     );
-    assert_eq!(ready, "ready");
-    redis.pause();
-    let (status, err) = wrapper.wait();
-    redis.resume();
-    assert_eq!(status, 79, "{err}");
-    assert!(err.contains("stopped"), "the command saw SIGTERM: {err}");
 }
 
 #[test]
@@ -327,30 +319,10 @@ fn behind_a_black_hole_the_wrapper_exits_within_the_ttl_and_a_second_of_the_cut(
     let redis = Redis::start();
     let proxy = Proxy::start(&redis.addr());
     let url = format!("redis://{}", proxy.endpoint().trim_start_matches("http://"));
-    let ttl = Duration::from_secs(3);
-    let script = format!("trap '' TERM; echo $$; {LOOP}");
-    let (mut wrapper, pid) =
-        Background::spawn(&["--redis", &url, "--ttl", "3", "holed", "sh", "-c", &script]);
-    let pid: u32 = pid.parse().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let cut = Instant::now();
-    proxy.blackhole();
-    let (status, exited) = loop {
-        if let Some(status) = wrapper.try_code() {
-            break (status, cut.elapsed());
-        }
-        assert!(
-            cut.elapsed() < Duration::from_secs(60),
-            "{}",
-            wrapper.stderr_so_far()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let err = wrapper.stderr_so_far();
-    eprintln!("black hole, TTL 3s: the wrapper exited {exited:?} after the cut\n{err}");
-    assert_eq!(status, 79, "{err}");
-    assert!(!alive(pid), "the command was killed: {err}");
-    assert!(exited <= ttl + Duration::from_secs(1), "{exited:?}: {err}");
+    common::lease_faults::behind_a_black_hole_the_wrapper_exits_within_the_ttl_and_a_second(
+        &["--redis", &url],
+        &proxy,
+    );
 }
 
 /// `CLIENT KILL` of every client: the holder reconnects and renews its
@@ -456,29 +428,10 @@ fn docs_json_lists_every_key_of_a_lease() {
 #[test]
 fn the_alert_rules_name_only_lease_metrics_that_are_written() {
     let redis = Redis::start();
-    let url = redis.url();
-    let (holder, line) = start(&url, &[], "rules", "echo ready; exec sleep 60");
-    assert_eq!(line, "ready");
-    let out = lockfile()
-        .args([
-            "inspect",
-            "--format",
-            "prometheus",
-            "--redis",
-            &url,
-            "rules",
-        ])
-        .bounded_output();
-    let written = common::prometheus::sample_names(&String::from_utf8_lossy(&out.stdout));
-    drop(holder);
-    let missing: Vec<String> = common::prometheus::rule_metrics()
-        .into_iter()
-        .filter(|name| name.starts_with("lockfile_lease_") && !written.contains(name))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "the rules name {missing:?}, which inspect did not write: {written:?}"
-    );
+    common::lease_faults::the_alert_rules_name_only_lease_metrics_that_are_written(&[
+        "--redis",
+        &redis.url(),
+    ]);
 }
 
 /// The server's `TIME`, in seconds.

@@ -1,7 +1,8 @@
-//! Faults of a lease's holder, whatever the engine: its wrapper killed
-//! (a waiting contender gets in within the TTL), and its whole run stopped
-//! past the TTL (its late write is refused by the fenced store, and it
-//! exits 79 once continued). Each takes `lease`, the engine's options
+//! Faults of a lease's holder and of its server, whatever the engine: its
+//! wrapper killed (a waiting contender gets in within the TTL), its whole
+//! run stopped past the TTL (its late write is refused by the fenced store,
+//! and it exits 79 once continued), its server stopped or cut off (COMMAND
+//! stopped, exit 79); and the alert rules' lease metrics, as written. Each takes `lease`, the engine's options
 //! (`--postgres URL`, `--redis URL`).
 
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use lockfile_examples::FencedStore;
 use lockfile_test_support::stopped::stop_outside_a_write;
 
 use super::fenced::{Event, Writer};
-use super::{Background, BoundedOutput, code, lockfile, stderr};
+use super::{Background, BoundedOutput, LOOP, code, lockfile, stderr};
 
 /// Whether `pid` lives (a zombie has exited).
 pub(crate) fn alive(pid: u32) -> bool {
@@ -154,4 +155,83 @@ pub(crate) fn a_run_stopped_past_its_ttl_is_fenced_off_and_exits_79(lease: &[&st
         "{after:?}"
     );
     assert_fenced(&store, a_token, b_token);
+}
+
+/// A run with a 2 s TTL whose server `stop` stops answering (and `restart`
+/// brings back after): COMMAND is sent SIGTERM before the lease can lapse,
+/// and the run exits 79.
+pub(crate) fn a_stopped_server_stops_the_command_and_the_run_exits_79(
+    lease: &[&str],
+    stop: impl FnOnce(),
+    restart: impl FnOnce(),
+) {
+    let script = format!("trap 'echo stopped >&2; exit 0' TERM; echo ready; {LOOP}");
+    let mut args = lease.to_vec();
+    args.extend(["--ttl", "2", "down", "sh", "-c", &script]);
+    let (mut wrapper, ready) = Background::spawn(&args);
+    assert_eq!(ready, "ready");
+    stop();
+    let (status, err) = wrapper.wait();
+    restart();
+    assert_eq!(status, 79, "{err}");
+    assert!(err.contains("stopped"), "the command saw SIGTERM: {err}");
+}
+
+/// A run with a 3 s TTL whose server is reached through `proxy` (`lease`
+/// names the proxy's address): once the proxy turns into a black hole, the
+/// wrapper kills COMMAND (which ignores SIGTERM) and exits 79 within the TTL
+/// and a second of the cut.
+pub(crate) fn behind_a_black_hole_the_wrapper_exits_within_the_ttl_and_a_second(
+    lease: &[&str],
+    proxy: &lockfile_test_support::Proxy,
+) {
+    let ttl = Duration::from_secs(3);
+    let script = format!("trap '' TERM; echo $$; {LOOP}");
+    let mut args = lease.to_vec();
+    args.extend(["--ttl", "3", "holed", "sh", "-c", &script]);
+    let (mut wrapper, pid) = Background::spawn(&args);
+    let pid: u32 = pid.parse().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let cut = Instant::now();
+    proxy.blackhole();
+    let (status, exited) = loop {
+        if let Some(status) = wrapper.try_code() {
+            break (status, cut.elapsed());
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(60),
+            "{}",
+            wrapper.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let err = wrapper.stderr_so_far();
+    eprintln!("black hole, TTL 3s: the wrapper exited {exited:?} after the cut\n{err}");
+    assert_eq!(status, 79, "{err}");
+    assert!(!alive(pid), "the command was killed: {err}");
+    assert!(exited <= ttl + Duration::from_secs(1), "{exited:?}: {err}");
+}
+
+/// Every lease metric the package's alert rules name is one that inspect
+/// writes for a lease held on the server `lease` names.
+pub(crate) fn the_alert_rules_name_only_lease_metrics_that_are_written(lease: &[&str]) {
+    let mut args = lease.to_vec();
+    args.extend(["rules", "sh", "-c", "echo ready; exec sleep 60"]);
+    let (holder, line) = Background::spawn(&args);
+    assert_eq!(line, "ready");
+    let out = lockfile()
+        .args(["inspect", "--format", "prometheus"])
+        .args(lease)
+        .arg("rules")
+        .bounded_output();
+    let written = super::prometheus::sample_names(&String::from_utf8_lossy(&out.stdout));
+    drop(holder);
+    let missing: Vec<String> = super::prometheus::rule_metrics()
+        .into_iter()
+        .filter(|name| name.starts_with("lockfile_lease_") && !written.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the rules name {missing:?}, which inspect did not write: {written:?}"
+    );
 }

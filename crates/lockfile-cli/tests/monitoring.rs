@@ -1546,6 +1546,20 @@ fn the_alert_rules_pass_promtool_and_name_only_metrics_that_are_written() {
         ]);
         assert_eq!(code(&out), status, "{}", stderr(&out));
     }
+    // A `--once-per` run, for the tick metrics (its own lock: no earlier
+    // claim of this tick refuses it, wherever the tick's edge falls).
+    let out = run_output(&[
+        "run",
+        "--once-per",
+        "1m",
+        "--metrics-dir",
+        s(&metrics),
+        "--job",
+        "ticks",
+        s(&locks.join("ticks.lock")),
+        "true",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     let mut written = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(&metrics).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();

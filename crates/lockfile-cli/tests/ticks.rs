@@ -34,6 +34,13 @@ fn a_failed_run_uses_up_its_tick() {
 }
 
 #[test]
+fn the_metrics_carry_the_tick_claimed_and_a_skip_leaves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let lock = dir.path().join("report.lock");
+    ticks::the_tick_metrics_are_the_claims(&[lock.to_str().unwrap()]);
+}
+
+#[test]
 fn check_alarms_on_missed_ticks() {
     let dir = tempfile::tempdir().unwrap();
     let lock = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();

@@ -14,9 +14,9 @@
 //!    read-modify-write cycles never interleave and no update is lost;
 //! 2. read the samples of the current file, if any; a file that another
 //!    user owns, or whose figures no run of ours writes (a count below zero,
-//!    a time more than a minute ahead), is not carried forward: its owner
-//!    could mute every alert on it. The figures start anew from zero, and
-//!    stderr says so once;
+//!    a time more than a minute ahead, a tick more than half its period
+//!    ahead), is not carried forward: its owner could mute every alert on
+//!    it. The figures start anew from zero, and stderr says so once;
 //! 3. change this lock's figures only: counters go on from the values read,
 //!    which is how they survive from run to run;
 //! 4. write the whole file to `DIR/.lockfile-<job>.prom.tmp` and rename it
@@ -91,11 +91,16 @@ impl MetricsSink {
         }
     }
 
-    /// COMMAND starts now: `running` 1, and its start time.
-    pub(crate) fn started(&mut self, at: SystemTime) {
+    /// COMMAND starts now: `running` 1, its start time, and for a
+    /// `--once-per` run the tick it claimed and the ticks' period.
+    pub(crate) fn started(&mut self, at: SystemTime, tick: Option<(SystemTime, Duration)>) {
         self.update(|f| {
             f.running = true;
             f.last_start = exposition::timestamp(at);
+            if let Some((tick, period)) = tick {
+                f.last_tick = Some(exposition::timestamp(tick));
+                f.tick_period = Some(period.as_secs_f64());
+            }
         });
     }
 

@@ -4,7 +4,8 @@
 //! - [`Monitor::new`] before taking the lock (a bad option is a usage error);
 //! - [`Monitor::skipped`] (or [`Monitor::skipped_file`]) instead of printing
 //!   the line that names the holder, when the lock is held;
-//! - [`Monitor::started`] once the lock is taken, just before COMMAND;
+//! - [`Monitor::started`] once the lock is taken (and a `--once-per` run's
+//!   tick claimed), just before COMMAND;
 //! - [`Monitor::finished`] once COMMAND ended, before the lock is released
 //!   (after the release, the next run could write its start first).
 //!
@@ -21,7 +22,7 @@ pub(crate) mod ping;
 mod run_figures;
 
 use std::path::Path;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use lockfile::history::Outcome;
 use lockfile::inspect::Unhealthy;
@@ -137,13 +138,18 @@ impl Monitor {
         self.skipped(line, || lockfile::inspect(lock).ok()?.unhealthy());
     }
 
-    /// COMMAND is about to start as the run `token`. The start ping holds it
-    /// back for a few seconds at most.
-    pub(crate) fn started(&mut self, token: impl std::fmt::Display) {
+    /// COMMAND is about to start as the run `token`, having claimed `tick`
+    /// (its time, and the ticks' period) under `--once-per`. The start ping
+    /// holds it back for a few seconds at most.
+    pub(crate) fn started(
+        &mut self,
+        token: impl std::fmt::Display,
+        tick: Option<(SystemTime, Duration)>,
+    ) {
         let now = SystemTime::now();
         self.run = Some(Instant::now());
         if let Some(metrics) = &mut self.metrics {
-            metrics.started(now);
+            metrics.started(now, tick);
         }
         if let Some(ping) = &mut self.ping {
             ping.started(&token.to_string(), &self.job);

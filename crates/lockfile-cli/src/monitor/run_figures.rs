@@ -71,6 +71,14 @@ impl SkipReason {
         }
     }
 }
+pub(super) const LAST_TICK: Family = Family::gauge(
+    "lockfile_run_last_tick_timestamp_seconds",
+    "The tick the last run claimed (--once-per), as a time.",
+);
+pub(super) const TICK_PERIOD: Family = Family::gauge(
+    "lockfile_run_tick_period_seconds",
+    "The period of the ticks the last run claimed (--once-per).",
+);
 pub(super) const OUTCOMES_TOTAL: Family = Family::counter(
     "lockfile_run_outcomes_total",
     "Finished runs, by how they ended.",
@@ -90,6 +98,10 @@ pub(super) struct Figures {
     pub(super) skips: [f64; 2],
     pub(super) last_skip: f64,
     pub(super) outcomes: [f64; OUTCOMES.len()],
+    /// The tick the last `--once-per` run claimed, and its period; `None`
+    /// until one did.
+    pub(super) last_tick: Option<f64>,
+    pub(super) tick_period: Option<f64>,
 }
 
 /// Who the figures belong to: the job name and the lock.
@@ -137,6 +149,9 @@ pub(super) enum Rule {
     /// Timestamps: written at the moment they name, so one later than now
     /// (beyond a clock's step) would hold an alert on them off until then.
     NotInTheFuture,
+    /// A claimed tick: the one nearest the run's start, so at most half a
+    /// period ahead (and a clock's step).
+    NotPastTheNearestTick,
 }
 
 /// How far ahead of our clock a timestamp may be, for a clock stepped back
@@ -144,12 +159,14 @@ pub(super) enum Rule {
 const FUTURE_SLACK: f64 = 60.0;
 
 impl Rule {
-    fn holds(self, value: f64, now: f64) -> bool {
+    /// Whether `value` keeps the rule; `latest` is the latest time it may
+    /// name, for the rules on times.
+    fn holds(self, value: f64, latest: f64) -> bool {
         match self {
             Rule::Finite => value.is_finite(),
             Rule::NotNegative => value >= 0.0,
             Rule::Whole => value.fract() == 0.0,
-            Rule::NotInTheFuture => value <= now + FUTURE_SLACK,
+            Rule::NotInTheFuture | Rule::NotPastTheNearestTick => value <= latest,
         }
     }
 }
@@ -161,6 +178,7 @@ impl std::fmt::Display for Rule {
             Rule::NotNegative => "below zero",
             Rule::Whole => "not a whole number",
             Rule::NotInTheFuture => "more than 60 s in the future",
+            Rule::NotPastTheNearestTick => "more than half its period (and 60 s) in the future",
         })
     }
 }
@@ -169,15 +187,24 @@ impl Figures {
     /// The first figure that breaks a [`Rule`], if any; `now` is the time
     /// as [`exposition::timestamp`] gives it.
     pub(super) fn impossible(&self, now: f64) -> Option<Distrust> {
-        use Rule::{Finite, NotInTheFuture, NotNegative, Whole};
+        use Rule::{Finite, NotInTheFuture, NotNegative, NotPastTheNearestTick, Whole};
         const COUNT: &[Rule] = &[Finite, NotNegative, Whole];
         const TIME: &[Rule] = &[Finite, NotNegative, NotInTheFuture];
+        const TICK: &[Rule] = &[Finite, NotNegative, NotPastTheNearestTick];
         let mut figures = vec![
             (LAST_START.name, self.last_start, TIME),
             (LAST_SUCCESS.name, self.last_success, TIME),
             (LAST_SKIP.name, self.last_skip, TIME),
             (CONSECUTIVE_FAILURES.name, self.consecutive_failures, COUNT),
         ];
+        // The period before the tick, whose rule reads it: a broken period
+        // is named as such.
+        let period = self.tick_period.unwrap_or(0.0);
+        figures.extend(
+            self.tick_period
+                .map(|v| (TICK_PERIOD.name, v, &[Finite, NotNegative][..])),
+        );
+        figures.extend(self.last_tick.map(|v| (LAST_TICK.name, v, TICK)));
         figures.extend(self.skips.iter().map(|&v| (SKIPS.name, v, COUNT)));
         figures.extend(self.last_exit_code.map(|v| (LAST_EXIT_CODE.name, v, COUNT)));
         figures.extend(
@@ -190,7 +217,12 @@ impl Figures {
                 .map(|&v| (OUTCOMES_TOTAL.name, v, COUNT)),
         );
         figures.into_iter().find_map(|(family, value, rules)| {
-            let broken = *rules.iter().find(|r| !r.holds(value, now))?;
+            let latest = if family == LAST_TICK.name {
+                now + period / 2.0 + FUTURE_SLACK
+            } else {
+                now + FUTURE_SLACK
+            };
+            let broken = *rules.iter().find(|r| !r.holds(value, latest))?;
             Some(Distrust::Impossible {
                 family,
                 value,
@@ -234,6 +266,8 @@ pub(super) fn read_figures(samples: &[Sample]) -> Vec<(Key, Figures)> {
                 f.skips[reason as usize] = v;
             }
             n if n == LAST_SKIP.name => f.last_skip = v,
+            n if n == LAST_TICK.name => f.last_tick = Some(v),
+            n if n == TICK_PERIOD.name => f.tick_period = Some(v),
             n if n == OUTCOMES_TOTAL.name => {
                 if let Some(o) = OUTCOMES
                     .iter()
@@ -271,6 +305,8 @@ pub(super) fn render(all: &[(Key, Figures)]) -> String {
     family(&LAST_DURATION, &|f| f.last_duration);
     family(&CONSECUTIVE_FAILURES, &|f| Some(f.consecutive_failures));
     family(&LAST_SKIP, &|f| Some(f.last_skip));
+    family(&LAST_TICK, &|f| f.last_tick);
+    family(&TICK_PERIOD, &|f| f.tick_period);
     e.family(&SKIPS);
     for ((job, lock), f) in all {
         for (reason, count) in SkipReason::ALL.iter().zip(f.skips) {
@@ -352,6 +388,32 @@ mod tests {
             broken(with(&|f| f.last_duration = Some(-1.0))),
             (LAST_DURATION.name, Rule::NotNegative)
         );
+        // A tick may be up to half its period ahead (the nearest one to a
+        // run that started early), not more.
+        let ticked = with(&|f| {
+            f.tick_period = Some(3600.0);
+            f.last_tick = Some(now + 1800.0 + FUTURE_SLACK);
+        });
+        assert_eq!(ticked.impossible(now), None);
+        let ahead = Figures {
+            last_tick: Some(now + 1800.0 + FUTURE_SLACK + 1.0),
+            ..ticked.clone()
+        };
+        assert_eq!(
+            broken(ahead.clone()),
+            (LAST_TICK.name, Rule::NotPastTheNearestTick)
+        );
+        assert_eq!(
+            broken(Figures {
+                tick_period: Some(-1.0),
+                ..ahead
+            }),
+            (TICK_PERIOD.name, Rule::NotNegative)
+        );
+        assert_eq!(
+            broken(with(&|f| f.last_tick = Some(now + FUTURE_SLACK + 1.0))),
+            (LAST_TICK.name, Rule::NotPastTheNearestTick)
+        );
         let why = with(&|f| f.consecutive_failures = -1e6)
             .impossible(now)
             .unwrap();
@@ -372,6 +434,8 @@ mod tests {
             consecutive_failures: 2.0,
             skips: [7.0, 2.0],
             last_skip: 1_700_000_001.0,
+            last_tick: Some(1_699_999_200.0),
+            tick_period: Some(600.0),
             ..Figures::default()
         };
         f.outcomes[1] = 2.0;
@@ -386,5 +450,12 @@ mod tests {
         assert_eq!(text.matches("# TYPE lockfile_run_running ").count(), 1);
         // A lock that never finished a run has no exit code yet.
         assert_eq!(text.matches("lockfile_run_last_exit_code{").count(), 1);
+        // Nor a tick, without --once-per.
+        assert_eq!(
+            text.matches("lockfile_run_last_tick_timestamp_seconds{")
+                .count(),
+            1
+        );
+        assert_eq!(text.matches("lockfile_run_tick_period_seconds{").count(), 1);
     }
 }

@@ -114,7 +114,12 @@ pub(crate) fn run(args: RunArgs) -> i32 {
     // Spawn and supervise, COMMAND's output through pipes when an option
     // asks for it.
     let capture = capture(&args);
-    monitor.started(hold.record().token);
+    // The tick claimed, whichever clock dated it (a lease's: its server's).
+    let tick = claim
+        .as_ref()
+        .zip(hold.claim())
+        .map(|(claim, ours)| (ours.tick, claim.schedule.period()));
+    monitor.started(hold.record().token, tick);
     let started_at = SystemTime::now();
     let ran = supervised(hold.as_mut(), &program, &program_args, &args);
 

@@ -222,3 +222,65 @@ pub(crate) fn a_failed_run_uses_up_its_tick(args: &[&str]) {
     );
     assert!(skipped.stdout.is_empty());
 }
+
+/// With `--metrics-dir`, a run writes the tick it claimed (the one COMMAND
+/// got in `LOCKFILE_TICK`) and the period; a run of the same tick, refused
+/// because it already ran, counts its skip and writes no tick: the alert on
+/// missed ticks reads the claims only. `args` holds the engine's options
+/// and the name.
+pub(crate) fn the_tick_metrics_are_the_claims(args: &[&str]) {
+    use super::prometheus::{file_samples, promtool_accepts, value};
+    const LAST_TICK: &str = "lockfile_run_last_tick_timestamp_seconds";
+    const PERIOD_SECONDS: &str = "lockfile_run_tick_period_seconds";
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("tick");
+    let run = |metrics: &str| {
+        let metrics = dir.path().join(metrics);
+        std::fs::create_dir(&metrics).unwrap();
+        let mut cmd = lockfile();
+        cmd.args([
+            "run",
+            "--once-per",
+            "10s",
+            "--job",
+            "report",
+            "--metrics-dir",
+        ])
+        .arg(&metrics)
+        .args(args)
+        .args(["sh", "-c", "echo \"$LOCKFILE_TICK\" > \"$SEEN\""])
+        .env("SEEN", &seen);
+        let out = super::BoundedOutput::bounded_output(&mut cmd);
+        (out, metrics.join("lockfile-report.prom"))
+    };
+    // Both runs in one tick, far from its edge.
+    sleep_until(next_tick());
+    let (ran, file) = run("ran");
+    assert_eq!(super::code(&ran), 0, "{}", super::stderr(&ran));
+    promtool_accepts(&file);
+    let written = file_samples(&file);
+    let job = [("lockfile_job", "report")];
+    let shown = std::fs::read_to_string(&seen).unwrap();
+    let tick = humantime::parse_rfc3339(shown.trim())
+        .unwrap_or_else(|e| panic!("LOCKFILE_TICK {shown:?}: {e}"))
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert_eq!(value(&written, LAST_TICK, &job), Some(tick), "{written:?}");
+    assert_eq!(tick % 10.0, 0.0, "{shown}");
+    assert_eq!(value(&written, PERIOD_SECONDS, &job), Some(10.0));
+
+    std::fs::remove_file(&seen).unwrap();
+    let (skipped, file) = run("skipped");
+    assert_eq!(super::code(&skipped), 75, "{}", super::stderr(&skipped));
+    assert!(!seen.exists(), "COMMAND ran in a tick that already ran");
+    let written = file_samples(&file);
+    let reason = [("lockfile_job", "report"), ("reason", "already_ran")];
+    assert_eq!(
+        value(&written, "lockfile_run_skips_total", &reason),
+        Some(1.0)
+    );
+    for name in [LAST_TICK, PERIOD_SECONDS] {
+        assert_eq!(value(&written, name, &job), None, "{written:?}");
+    }
+}

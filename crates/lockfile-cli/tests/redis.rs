@@ -568,3 +568,11 @@ fn a_password_shows_in_no_output_event_metric_or_ping() {
         no_secret(&format!("{args:?}'s stderr"), &stderr(&out));
     }
 }
+
+/// A Redis lease's `--once-per` run writes the tick it claimed, dated by
+/// the server, and its period; a skip leaves them.
+#[test]
+fn the_tick_metrics_are_the_claims_on_redis() {
+    let redis = Redis::start();
+    common::ticks::the_tick_metrics_are_the_claims(&["--redis", &redis.url(), "metered"]);
+}

@@ -124,3 +124,30 @@ pub use options::{DEFAULT_PREFIX, DEFAULT_REQUEST_TIMEOUT, DEFAULT_TTL, LeaseOpt
 
 /// This engine's name in reports, messages and metrics.
 pub const ENGINE: &str = "redis";
+
+/// The Lua source of the lease's scripts, exactly as the engine sends them
+/// (`EVALSHA` by its SHA-1, `EVAL` after `NOSCRIPT`): for programs that
+/// replay the engine's round trips, such as the benchmarks' raw floors.
+/// The keys are a name's (`PREFIX{NAME}:lease`, `:token`, `:history`, and
+/// the channel `:released`); each script's comment in the source lists
+/// its keys and arguments.
+pub mod scripts {
+    /// Takes the lease if its key is free, drawing the fencing token (KEYS:
+    /// lease, token, history; ARGV: owner record, TTL in ms, history
+    /// version or "", history or "", most bytes read back).
+    pub fn acquire() -> &'static str {
+        crate::script::ACQUIRE.source()
+    }
+
+    /// Renews the lease while its key holds our token (KEYS: lease; ARGV:
+    /// token, TTL in ms).
+    pub fn renew() -> &'static str {
+        crate::script::RENEW.source()
+    }
+
+    /// Deletes the lease while its key holds our token, and publishes the
+    /// release to waiters (KEYS: lease; ARGV: token, channel).
+    pub fn release() -> &'static str {
+        crate::script::RELEASE.source()
+    }
+}

@@ -155,6 +155,11 @@ return {kind, token, owner, size, redis.call('PTTL', KEYS[1]), ttl}
 );
 
 impl Script {
+    /// The script's Lua source, as sent by `EVAL`.
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
+    }
+
     /// Runs the script on `c` with `keys` and `args`, within `limit`.
     pub(crate) async fn run(
         &self,

@@ -7,7 +7,7 @@ use clap::{Parser, ValueEnum};
 #[derive(Debug, Parser)]
 #[command(
     name = "leases",
-    about = "Measure the PostgreSQL and etcd lease engines against raw round trips of their own statements, in one run."
+    about = "Measure the PostgreSQL, etcd and Redis lease engines against raw round trips of their own statements, in one run."
 )]
 pub(crate) struct Args {
     /// The short run CI uses to keep this program from rotting (well under
@@ -49,18 +49,30 @@ pub(crate) struct Args {
     pub(crate) window: Option<u64>,
 
     /// The PostgreSQL server's URL, with the lease schema's owner (the
-    /// schema is created). With --bouncer-url and --etcd-endpoint: servers
-    /// of your own instead of this program's. Their CPU is not measured.
-    #[arg(long, value_name = "URL", requires_all = ["bouncer_url", "etcd_endpoint"])]
+    /// schema is created). With --bouncer-url, --etcd-endpoint and
+    /// --redis-url: servers of your own instead of this program's. Their
+    /// CPU is not measured.
+    #[arg(long, value_name = "URL", requires_all = ["bouncer_url", "etcd_endpoint", "redis_url"])]
     pub(crate) postgres_url: Option<String>,
 
     /// The same database through PgBouncer in transaction pooling mode.
-    #[arg(long, value_name = "URL", requires_all = ["postgres_url", "etcd_endpoint"])]
+    #[arg(long, value_name = "URL", requires_all = ["postgres_url", "etcd_endpoint", "redis_url"])]
     pub(crate) bouncer_url: Option<String>,
 
     /// An etcd endpoint (`http://host:2379`).
-    #[arg(long, value_name = "URL", requires_all = ["postgres_url", "bouncer_url"])]
+    #[arg(long, value_name = "URL", requires_all = ["postgres_url", "bouncer_url", "redis_url"])]
     pub(crate) etcd_endpoint: Option<String>,
+
+    /// A Redis primary (`redis://[USER:PASSWORD@]host:6379`), whose
+    /// `maxmemory-policy` keeps lease keys. The polling wake-up is not
+    /// measured on it (it needs a user refused `SUBSCRIBE`).
+    #[arg(long, value_name = "URL", requires_all = ["postgres_url", "bouncer_url", "etcd_endpoint"])]
+    pub(crate) redis_url: Option<String>,
+
+    /// Measured rounds of the Redis wake-up figure, each one release per
+    /// variant (default: 3 quick, 50 full).
+    #[arg(long)]
+    pub(crate) wakeups: Option<usize>,
 
     /// Seed for the shuffles (default: from the clock; printed).
     #[arg(long)]
@@ -79,6 +91,8 @@ pub(crate) enum Figure {
     Takeover,
     /// Many leases renewing against one server.
     Load,
+    /// A waiting Redis acquire's wake-up after the holder's release.
+    Wakeup,
 }
 
 /// How much to measure.
@@ -91,6 +105,7 @@ pub(crate) struct Size {
     pub(crate) leases: usize,
     pub(crate) load_ttl: Duration,
     pub(crate) window: Duration,
+    pub(crate) wakeups: usize,
 }
 
 impl Size {
@@ -104,6 +119,7 @@ impl Size {
             leases: args.leases.unwrap_or(if q { 50 } else { 1_000 }).max(1),
             load_ttl: Duration::from_secs(args.load_ttl.unwrap_or(if q { 3 } else { 10 }).max(1)),
             window: Duration::from_secs(args.window.unwrap_or(if q { 3 } else { 20 }).max(1)),
+            wakeups: args.wakeups.unwrap_or(if q { 3 } else { 50 }).max(1),
         }
     }
 }

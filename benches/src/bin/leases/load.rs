@@ -2,7 +2,7 @@
 //! engine: the renewal's latency as its holder sees it, and the CPU the
 //! servers spend on it.
 //!
-//! Each lease of either engine is a thread of its own with a runtime and a
+//! Each lease of every engine is a thread of its own with a runtime and a
 //! connection of its own (etcd: one client, with its keepalive and watch
 //! streams), as the engines make them; they renew every third of the TTL.
 //! A renewal's latency is read from outside: the holder's
@@ -39,6 +39,7 @@ pub(crate) struct Cpu {
     pub(crate) postgres: f64,
     pub(crate) bouncer: f64,
     pub(crate) etcd: f64,
+    pub(crate) redis: f64,
     pub(crate) ours: f64,
 }
 
@@ -48,6 +49,7 @@ impl Cpu {
             postgres: percent_of_core(a.postgres, b.postgres, window),
             bouncer: percent_of_core(a.bouncer, b.bouncer, window),
             etcd: percent_of_core(a.etcd, b.etcd, window),
+            redis: percent_of_core(a.redis, b.redis, window),
             ours: percent_of_core(a.ours, b.ours, window),
         }
     }
@@ -94,6 +96,11 @@ pub(crate) fn measure(
             e.endpoints([&servers.etcd_endpoint]).ttl(ttl);
             Arc::new(e)
         }
+        Kind::Redis => {
+            let mut e = lockfile_redis::LeaseOptions::new(&servers.redis_url);
+            e.ttl(ttl);
+            Arc::new(e)
+        }
     };
     let procs = servers.processes();
     let idle_window = window.min(Duration::from_secs(5));
@@ -114,10 +121,7 @@ pub(crate) fn measure(
     let stop = Arc::new(AtomicBool::new(false));
     let probe = {
         let stop = stop.clone();
-        let server = match kind {
-            Kind::Postgres => servers.bouncer_url.clone(),
-            Kind::Etcd => servers.etcd_endpoint.clone(),
-        };
+        let server = servers.of(kind, true).to_owned();
         std::thread::spawn(move || probe(kind, &server, &stop))
     };
     let before = procs.map(|p| p.ticks());
@@ -257,7 +261,7 @@ fn poll(signals: &[LeaseSignal], interval: Duration, until: Instant) -> (Vec<f64
 }
 
 /// A trivial round trip every 10 ms until stopped: `SELECT 1` through
-/// PgBouncer, or a range read of one key in etcd.
+/// PgBouncer, a range read of one key in etcd, or a `PING` to Redis.
 fn probe(kind: Kind, server: &str, stop: &AtomicBool) -> Result<Vec<f64>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -279,6 +283,17 @@ fn probe(kind: Kind, server: &str, stop: &AtomicBool) -> Result<Vec<f64>> {
             while !stop.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 client.get("bench/probe", None).await?;
+                samples.push(t.elapsed().as_nanos() as f64);
+                tokio::time::sleep(PROBE_EVERY).await;
+            }
+            anyhow::Ok(())
+        })?,
+        Kind::Redis => rt.block_on(async {
+            let client = redis::Client::open(server)?;
+            let mut c = client.get_multiplexed_async_connection().await?;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                redis::cmd("PING").query_async::<()>(&mut c).await?;
                 samples.push(t.elapsed().as_nanos() as f64);
                 tokio::time::sleep(PROBE_EVERY).await;
             }

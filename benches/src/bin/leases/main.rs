@@ -1,12 +1,13 @@
-//! `leases`: the lease engines (PostgreSQL, and etcd beside it) against raw
-//! round trips of their own statements and requests, measured in one run on
-//! servers this program starts. See BENCHMARKS.md, "Leases: PostgreSQL and
-//! etcd".
+//! `leases`: the lease engines (PostgreSQL, etcd and Redis) against raw
+//! round trips of their own statements, requests and scripts, measured in
+//! one run on servers this program starts. See BENCHMARKS.md, "Leases:
+//! PostgreSQL, etcd and Redis".
 //!
 //! Figures 1 and 2 are ratios against floors measured in the same rounds
 //! (variants shuffled in every round, after a warm-up round); figure 3 is
 //! measured against the TTL; figure 4 against a trivial round trip sent
-//! over the same window.
+//! over the same window; Redis's wake-up after a release against a `PING`
+//! of the same round.
 
 mod args;
 mod load;
@@ -14,6 +15,8 @@ mod report;
 mod roundtrips;
 mod servers;
 mod takeover;
+mod variant;
+mod wakeup;
 
 use std::time::Instant;
 
@@ -48,16 +51,24 @@ fn main() -> Result<()> {
     let exe = std::env::current_exe().context("cannot find this program")?;
 
     let started = Instant::now();
-    let servers = match (&args.postgres_url, &args.bouncer_url, &args.etcd_endpoint) {
-        (Some(pg), Some(bouncer), Some(etcd)) => Servers {
+    let given = (
+        &args.postgres_url,
+        &args.bouncer_url,
+        &args.etcd_endpoint,
+        &args.redis_url,
+    );
+    let servers = match given {
+        (Some(pg), Some(bouncer), Some(etcd), Some(redis)) => Servers {
             postgres_url: pg.clone(),
             bouncer_url: bouncer.clone(),
             etcd_endpoint: etcd.clone(),
+            redis_url: redis.clone(),
+            redis_polling_url: None,
             socket_url: None,
             started: None,
         },
         _ => {
-            eprintln!("starting PostgreSQL, PgBouncer and etcd...");
+            eprintln!("starting PostgreSQL, PgBouncer, etcd and Redis...");
             Servers::start()?
         }
     };
@@ -89,8 +100,13 @@ fn main() -> Result<()> {
                 size.window,
             )?);
         }
-        loads.sort_by_key(|l| l.kind != Kind::Postgres);
+        loads.sort_by_key(|l| Kind::ALL.iter().position(|&k| k == l.kind));
         out.loads(&loads, servers.started.is_some());
+    }
+    if want(Figure::Wakeup) {
+        eprintln!("Redis wake-ups after a release...");
+        let w = wakeup::measure(&servers, size.wakeups, &mut rng)?;
+        out.wakeups(&w);
     }
     out.finish(started.elapsed());
     print!("{}", out.text);

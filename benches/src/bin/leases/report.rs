@@ -9,15 +9,18 @@ use lockfile_bench::stats::{Results, median, percentile};
 
 use crate::args::Size;
 use crate::load::Load;
+use crate::roundtrips::redis as rd;
 use crate::roundtrips::{Path, etcd, pg};
 use crate::servers::{Servers, redact};
 use crate::takeover::{Kind, Takeovers};
+use crate::wakeup::Wakeups;
 
 /// The servers' versions, for the machine line.
 #[derive(Debug)]
 pub(crate) struct Versions {
     postgres: String,
     etcd: String,
+    redis: String,
 }
 
 impl Versions {
@@ -40,7 +43,22 @@ impl Versions {
                 .await
                 .with_context(|| format!("cannot connect to etcd at {}", servers.etcd_endpoint))?;
             let etcd = etcd.status().await?.version().to_owned();
-            Ok(Versions { postgres, etcd })
+            let mut c = redis::Client::open(servers.redis_url.as_str())?
+                .get_multiplexed_async_connection()
+                .await
+                .with_context(|| format!("cannot connect to {}", redact(&servers.redis_url)))?;
+            let info: String = redis::cmd("INFO").arg("server").query_async(&mut c).await?;
+            let redis = info
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))
+                .unwrap_or("(unknown version)")
+                .trim()
+                .to_owned();
+            Ok(Versions {
+                postgres,
+                etcd,
+                redis,
+            })
         })
     }
 }
@@ -64,10 +82,11 @@ impl Report {
             size.rounds, size.batch
         ));
         r.line(&format!(
-            "Machine: {cpus} CPUs, {}; PostgreSQL {} (fsync off) and PgBouncer on loopback, etcd {} (one member) on loopback, all on this machine.\n",
+            "Machine: {cpus} CPUs, {}; PostgreSQL {} (fsync off) and PgBouncer on loopback, etcd {} (one member) on loopback, Redis {} (no persistence) on loopback, all on this machine.\n",
             uname(),
             v.postgres,
-            v.etcd
+            v.etcd,
+            v.redis
         ));
         r.line("Medians over rounds; \"× floor\" is the median over rounds of (variant / floor of the same round); p99 over every sample of every round.\n");
         r
@@ -153,6 +172,25 @@ impl Report {
                 ratio(r.ratio(&key, &fresh)),
             ));
         }
+        let same = rd::key(rd::FLOOR_SAME);
+        let fresh = rd::key(rd::FLOOR_CONNECT);
+        for row in [
+            rd::FLOOR_SAME,
+            rd::CONNECT,
+            rd::CHECK,
+            rd::FLOOR_CONNECT,
+            rd::REPLICA,
+            rd::ENGINE,
+        ] {
+            let key = rd::key(row);
+            self.line(&format!(
+                "| Redis | {row} | {} | {} | {} | {} |  |  |",
+                time(r.median(&key)),
+                time(r.sample_percentile(&key, 99.0)),
+                ratio(r.ratio(&key, &same)),
+                ratio(r.ratio(&key, &fresh)),
+            ));
+        }
 
         self.line("\n## The renewal against a trivial round trip\n");
         self.line("| server | variant | median | p99 | × floor |");
@@ -180,6 +218,16 @@ impl Report {
                 ratio(r.ratio(&key, &floor)),
             ));
         }
+        let floor = rd::key(rd::PING);
+        for row in [rd::PING, rd::RENEW] {
+            let key = rd::key(row);
+            self.line(&format!(
+                "| Redis | {row} | {} | {} | {} |",
+                time(r.median(&key)),
+                time(r.sample_percentile(&key, 99.0)),
+                ratio(r.ratio(&key, &floor)),
+            ));
+        }
         self.line("");
     }
 
@@ -188,10 +236,7 @@ impl Report {
         self.line("| engine | TTL | renewal interval | contender notices within | runs | median | max | median × TTL | max × TTL | max × (TTL + notice) |");
         self.line("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for kind in Kind::ALL {
-            let samples = match kind {
-                Kind::Postgres => &t.postgres,
-                Kind::Etcd => &t.etcd,
-            };
+            let samples = t.of(kind);
             let ttl = kind.granted(asked);
             let notice = kind.notice_within(ttl);
             let ttl_ns = ttl.as_nanos() as f64;
@@ -211,13 +256,13 @@ impl Report {
                 ratio(max / bound),
             ));
         }
-        self.line("\nThe holder renews every third of the TTL and is killed at a random moment of that cycle, so its lease expires between TTL − interval and TTL after the kill; the contender then notices within its notice time and takes it with the acquire's own round trips (etcd's expiry also goes through its log before the watch tells the contender).\n");
+        self.line("\nThe holder renews every third of the TTL and is killed at a random moment of that cycle, so its lease expires between TTL − interval and TTL after the kill; the contender then notices within its notice time (PostgreSQL and Redis wake sooner, at the expiry the holder's row or key announced) and takes it with the acquire's own round trips (etcd's expiry also goes through its log before the watch tells the contender).\n");
     }
 
     pub(crate) fn loads(&mut self, loads: &[Load], cpu: bool) {
         let Some(first) = loads.first() else { return };
         self.line(&format!(
-            "## {} held leases renewing against one server (PostgreSQL through PgBouncer, transaction pooling)\n",
+            "## {} held leases renewing against one server (PostgreSQL through PgBouncer, transaction pooling; etcd; Redis)\n",
             first.leases
         ));
         self.line("| engine | leases | TTL | renewals seen | renewal median | renewal p99 | renewal max | probe median | probe p99 | renewal p99 × probe p99 | poller lateness p99 | failing / lost at the end | took to acquire all |");
@@ -244,29 +289,60 @@ impl Report {
             ));
         }
         self.line(&format!(
-            "\nProbe: `SELECT 1` through PgBouncer, or a range read of one etcd key, every 10 ms on a connection of its own over the same {} window.\n",
+            "\nProbe: `SELECT 1` through PgBouncer, a range read of one etcd key, or a Redis `PING`, every 10 ms on a connection of its own over the same {} window.\n",
             time(first.window.as_nanos() as f64)
         ));
         if !cpu {
             self.line("CPU: not measured (the servers were given, not started here).\n");
             return;
         }
-        self.line("| engine | PostgreSQL CPU, idle | PostgreSQL CPU, loaded | PgBouncer CPU, loaded | etcd CPU, idle | etcd CPU, loaded | this program's CPU (lease threads, poller, probe) |");
-        self.line("|---|---:|---:|---:|---:|---:|---:|");
+        self.line("| engine | PostgreSQL CPU, idle | PostgreSQL CPU, loaded | PgBouncer CPU, loaded | etcd CPU, idle | etcd CPU, loaded | Redis CPU, idle | Redis CPU, loaded | this program's CPU (lease threads, poller, probe) |");
+        self.line("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for l in loads {
             let pct = |v: Option<f64>| v.map_or("n/a".to_owned(), |v| format!("{v:.1}%"));
             self.line(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 l.kind.name(),
                 pct(l.idle.map(|c| c.postgres)),
                 pct(l.loaded.map(|c| c.postgres)),
                 pct(l.loaded.map(|c| c.bouncer)),
                 pct(l.idle.map(|c| c.etcd)),
                 pct(l.loaded.map(|c| c.etcd)),
+                pct(l.idle.map(|c| c.redis)),
+                pct(l.loaded.map(|c| c.redis)),
                 pct(l.loaded.map(|c| c.ours)),
             ));
         }
         self.line("\nCPU as % of one core over the window (user + system from /proc/PID/stat; PostgreSQL: the postmaster, its children and its reaped children). Idle: the same servers, no lease held, up to 5 s before the leases are taken.\n");
+    }
+
+    pub(crate) fn wakeups(&mut self, w: &Wakeups) {
+        self.line(&format!(
+            "## Redis: a waiting acquire's wake-up after the holder's release ({} measured rounds, one sample of every variant each)\n",
+            w.rounds
+        ));
+        self.line(&format!(
+            "Lag: from the holder calling `release()` to the waiter's `acquire()` returning (the release script's PUBLISH falls in between). Floor: the median round trip of `PING`, in the same round: median {}.\n",
+            time(median(&w.floors) * 1e9)
+        ));
+        self.line(
+            "| variant | median | p90 | p95 | max | median × floor | `release()` itself, median |",
+        );
+        self.line("|---|---:|---:|---:|---:|---:|---:|");
+        for s in &w.samples {
+            let ns = |v: f64| time(v * 1e9);
+            self.line(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                s.variant.label(),
+                ns(median(&s.lags)),
+                ns(percentile(&s.lags, 90.0)),
+                ns(percentile(&s.lags, 95.0)),
+                ns(s.lags.iter().copied().fold(0.0, f64::max)),
+                ratio(median(&s.ratios)),
+                ns(median(&s.releases)),
+            ));
+        }
+        self.line("");
     }
 
     pub(crate) fn finish(&mut self, took: Duration) {

@@ -1,6 +1,6 @@
 //! Figures 1 and 2: a lease's acquire + release, and its renewal, against
-//! the raw round trips of the same statements (PostgreSQL) or requests
-//! (etcd), sent by this program on one connection.
+//! the raw round trips of the same statements (PostgreSQL), requests
+//! (etcd) or scripts (Redis: `redis.rs`), sent by this program.
 //!
 //! Every variant is one operation, timed alone; a round runs every variant
 //! `batch` times, in a freshly shuffled order.
@@ -13,7 +13,6 @@ use anyhow::{Context, Result, bail, ensure};
 use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp, WatchOptions};
 use lockfile_bench::stats::{Results, Rng};
 use lockfile_postgres::{Engine, LeaseRequest};
-use tokio::runtime::Runtime;
 use tokio_postgres::types::Type;
 use tokio_postgres::{Client, NoTls};
 
@@ -22,18 +21,9 @@ use crate::servers::redact;
 // sends.
 use lockfile_postgres::sql::Statements;
 
-/// One operation to time.
-type Op = Box<dyn FnMut() -> Result<()>>;
+pub(crate) mod redis;
 
-/// A named operation.
-struct Variant {
-    name: String,
-    op: Op,
-}
-
-/// The TTL of the leases these figures take and renew: long enough that
-/// none expires while measured.
-const TTL: Duration = Duration::from_secs(10);
+use crate::variant::{TTL, Variant, owner_json, runtime};
 
 /// Where a PostgreSQL variant sends its statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,15 +82,6 @@ pub(crate) mod etcd {
     }
 }
 
-fn runtime() -> Result<Rc<Runtime>> {
-    Ok(Rc::new(
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot build a runtime")?,
-    ))
-}
-
 /// A raw connection, its socket driven by a task on the current runtime.
 /// It names itself as the engine's do (`application_name=lockfile`):
 /// PgBouncer sets a pooled server connection's `application_name` to its
@@ -121,14 +102,6 @@ pub(crate) async fn pg_connect(url: &str) -> Result<Client> {
         let _ = connection.await;
     });
     Ok(client)
-}
-
-/// The owner record and attempt the raw acquire sends, as the engine makes
-/// them (made once: the floor is the round trips, not the record).
-fn owner_json() -> (String, String) {
-    let record = LeaseRequest::new().owner_record(TTL / 3);
-    let json = serde_json::to_string(&record).expect("an owner record serialises");
-    (json, record.token.to_string())
 }
 
 /// The engine's acquire statement, raw: the token when acquired.
@@ -469,6 +442,7 @@ pub(crate) fn measure(
         )?);
     }
     variants.extend(etcd_variants(&servers.etcd_endpoint)?);
+    variants.extend(redis::variants(&servers.redis_url)?);
     let mut results = Results::default();
     for round in 0..=rounds {
         rng.shuffle(&mut variants);

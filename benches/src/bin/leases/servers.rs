@@ -1,14 +1,14 @@
 //! The servers measured: a PostgreSQL with a PgBouncer in transaction
-//! pooling mode in front of it (the engine's own test servers), and a
-//! single-member etcd; and the CPU time their processes use, read from
-//! /proc.
+//! pooling mode in front of it (the engine's own test servers), a
+//! single-member etcd, and a Redis without persistence (the Redis engine's
+//! test server); and the CPU time their processes use, read from /proc.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use lockfile_test_support::Etcd;
 use lockfile_test_support::postgres::{self, Postgres};
+use lockfile_test_support::{Etcd, Redis};
 
 /// Where the servers are: started here, or given.
 #[derive(Debug)]
@@ -18,6 +18,11 @@ pub(crate) struct Servers {
     /// The same database through PgBouncer (transaction pooling).
     pub(crate) bouncer_url: String,
     pub(crate) etcd_endpoint: String,
+    /// The Redis server (`redis://127.0.0.1:PORT`).
+    pub(crate) redis_url: String,
+    /// The same Redis as a user refused `SUBSCRIBE`, whose waits poll:
+    /// started here only.
+    pub(crate) redis_polling_url: Option<String>,
     /// The PostgreSQL server over its Unix socket, where it trusts the
     /// local user (no SCRAM exchange): started here only.
     pub(crate) socket_url: Option<String>,
@@ -29,6 +34,7 @@ pub(crate) struct Servers {
 pub(crate) struct Started {
     postgres: Postgres,
     etcd: Etcd,
+    redis: Redis,
 }
 
 impl std::fmt::Debug for Started {
@@ -36,13 +42,14 @@ impl std::fmt::Debug for Started {
         f.debug_struct("Started")
             .field("postgres_port", &self.postgres.port)
             .field("etcd", &self.etcd.endpoint())
+            .field("redis_port", &self.redis.port())
             .finish()
     }
 }
 
 impl Servers {
-    /// Starts PostgreSQL, PgBouncer and etcd of this run's own (as the
-    /// engines' tests do) and creates the lease schema.
+    /// Starts PostgreSQL, PgBouncer, etcd and Redis of this run's own (as
+    /// the engines' tests do).
     pub(crate) fn start() -> Result<Servers> {
         // The tests' own servers: they panic, with the server's log, when
         // one does not start.
@@ -56,6 +63,9 @@ impl Servers {
         let bouncer_url = postgres.bouncer_url();
         let etcd = std::panic::catch_unwind(|| Etcd::start_until(etcd_answers))
             .map_err(|_| anyhow::anyhow!("etcd did not start (see above)"))?;
+        let redis = std::panic::catch_unwind(Redis::start)
+            .map_err(|_| anyhow::anyhow!("redis-server did not start (see above)"))?;
+        let redis_polling_url = Some(polling_user(&redis.url())?);
         let socket_url = data_dir(postgres.port)
             .and_then(|d| Some(d.parent()?.to_str()?.to_owned()))
             .map(|dir| {
@@ -69,8 +79,14 @@ impl Servers {
             postgres_url,
             bouncer_url,
             etcd_endpoint: etcd.endpoint(),
+            redis_url: redis.url(),
+            redis_polling_url,
             socket_url,
-            started: Some(Started { postgres, etcd }),
+            started: Some(Started {
+                postgres,
+                etcd,
+                redis,
+            }),
         })
     }
 
@@ -87,7 +103,7 @@ impl Servers {
     }
 
     /// The processes of PostgreSQL (the postmaster and its children), of
-    /// PgBouncer, and of etcd; none when the servers were given.
+    /// PgBouncer, of etcd and of Redis; none when the servers were given.
     pub(crate) fn processes(&self) -> Option<ServerProcesses> {
         let started = self.started.as_ref()?;
         let postmaster = find_postmaster(started.postgres.port)?;
@@ -98,6 +114,7 @@ impl Servers {
             postmaster,
             bouncer,
             etcd: started.etcd.pid().as_raw_nonzero().get() as u32,
+            redis: started.redis.pid().as_raw_nonzero().get() as u32,
         })
     }
 }
@@ -122,6 +139,7 @@ pub(crate) struct ServerProcesses {
     postmaster: u32,
     bouncer: Option<u32>,
     etcd: u32,
+    redis: u32,
 }
 
 /// CPU time used so far, in clock ticks.
@@ -130,6 +148,8 @@ pub(crate) struct CpuTicks {
     pub(crate) postgres: u64,
     pub(crate) bouncer: u64,
     pub(crate) etcd: u64,
+    /// redis-server (its I/O threads are threads of the same process).
+    pub(crate) redis: u64,
     /// This program: the engines' lease threads.
     pub(crate) ours: u64,
 }
@@ -151,6 +171,7 @@ impl ServerProcesses {
             postgres,
             bouncer: self.bouncer.and_then(stat).map_or(0, |s| s.own),
             etcd: stat(self.etcd).map_or(0, |s| s.own),
+            redis: stat(self.redis).map_or(0, |s| s.own),
             ours: stat(std::process::id()).map_or(0, |s| s.own),
         }
     }
@@ -245,4 +266,38 @@ fn etcd_answers(endpoint: &str) -> bool {
             client.get("ready-probe", None).await
         })
         .is_ok()
+}
+
+/// The user that [`Servers::redis_polling_url`] names, and its password.
+const POLLING_USER: (&str, &str) = ("bench-polling", "bench-polling");
+
+/// Creates, on the Redis at `url`, a user allowed everything but
+/// `SUBSCRIBE`, and returns the URL that names it: a waiter that cannot
+/// subscribe polls (docs/across-hosts.md, the Redis ACL).
+fn polling_user(url: &str) -> Result<String> {
+    let (user, password) = POLLING_USER;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(async {
+            let client = redis::Client::open(url)?;
+            let mut c = client.get_multiplexed_async_connection().await?;
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(user)
+                .arg("on")
+                .arg(format!(">{password}"))
+                .arg("~*")
+                .arg("&*")
+                .arg("+@all")
+                .arg("-subscribe")
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .context("cannot create the Redis user that polls")?;
+    let rest = url
+        .strip_prefix("redis://")
+        .context("the Redis URL is not redis://")?;
+    Ok(format!("redis://{user}:{password}@{rest}"))
 }

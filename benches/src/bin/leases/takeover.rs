@@ -2,8 +2,9 @@
 //! gets the lease. A holder that dies cannot release: the lease goes only
 //! when it expires, a TTL after the last renewal the server received, so
 //! the takeover is expected between TTL − the renewal interval and TTL,
-//! plus how long the contender takes to notice (PostgreSQL: its poll
-//! interval; etcd: the server's expiry sweep and the watch event).
+//! plus how long the contender takes to notice (PostgreSQL and Redis: their
+//! poll interval, or sooner at the expiry the holder's row or key
+//! announced; etcd: the server's expiry sweep and the watch event).
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -25,15 +26,17 @@ const SERVER_ENV: &str = "LOCKFILE_BENCH_SERVER";
 pub(crate) enum Kind {
     Postgres,
     Etcd,
+    Redis,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 2] = [Kind::Postgres, Kind::Etcd];
+    pub(crate) const ALL: [Kind; 3] = [Kind::Postgres, Kind::Etcd, Kind::Redis];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Postgres => "postgres",
             Kind::Etcd => "etcd",
+            Kind::Redis => "redis",
         }
     }
 
@@ -41,6 +44,7 @@ impl Kind {
         match s {
             "postgres" => Ok(Kind::Postgres),
             "etcd" => Ok(Kind::Etcd),
+            "redis" => Ok(Kind::Redis),
             _ => bail!("unknown engine {s:?}"),
         }
     }
@@ -49,17 +53,17 @@ impl Kind {
     /// least its minimum of 2 s with the default election timeout).
     pub(crate) fn granted(self, asked: Duration) -> Duration {
         match self {
-            Kind::Postgres => asked,
+            Kind::Postgres | Kind::Redis => asked,
             Kind::Etcd => Duration::from_secs(asked.as_secs_f64().ceil().max(2.0) as u64),
         }
     }
 
     /// How long after the lease's expiry a waiting contender may take to
-    /// notice it: PostgreSQL's poll interval; etcd's expiry sweep (every
-    /// 500 ms in the server).
+    /// notice it: PostgreSQL's and Redis's poll interval; etcd's expiry
+    /// sweep (every 500 ms in the server).
     pub(crate) fn notice_within(self, ttl: Duration) -> Duration {
         match self {
-            Kind::Postgres => lockfile_lease::engine::poll_interval(ttl),
+            Kind::Postgres | Kind::Redis => lockfile_lease::engine::poll_interval(ttl),
             Kind::Etcd => Duration::from_millis(500),
         }
     }
@@ -76,6 +80,24 @@ fn engine(kind: Kind, server: &str, ttl: Duration) -> Box<dyn Engine> {
             let mut e = lockfile_etcd::LeaseOptions::new();
             e.endpoints([server]).ttl(ttl);
             Box::new(e)
+        }
+        Kind::Redis => {
+            let mut e = lockfile_redis::LeaseOptions::new(server);
+            e.ttl(ttl);
+            Box::new(e)
+        }
+    }
+}
+
+impl Servers {
+    /// The server a lease of `kind` is taken on, as its engine names it
+    /// (PostgreSQL: `pooled`, through PgBouncer, or directly).
+    pub(crate) fn of(&self, kind: Kind, pooled: bool) -> &str {
+        match kind {
+            Kind::Postgres if pooled => &self.bouncer_url,
+            Kind::Postgres => &self.postgres_url,
+            Kind::Etcd => &self.etcd_endpoint,
+            Kind::Redis => &self.redis_url,
         }
     }
 }
@@ -106,6 +128,17 @@ pub(crate) fn holder_main(kind: &str, name: &str, ttl_ms: &str) -> Result<()> {
 pub(crate) struct Takeovers {
     pub(crate) postgres: Vec<f64>,
     pub(crate) etcd: Vec<f64>,
+    pub(crate) redis: Vec<f64>,
+}
+
+impl Takeovers {
+    pub(crate) fn of(&self, kind: Kind) -> &Vec<f64> {
+        match kind {
+            Kind::Postgres => &self.postgres,
+            Kind::Etcd => &self.etcd,
+            Kind::Redis => &self.redis,
+        }
+    }
 }
 
 /// `runs` takeovers per engine, the engines alternating in a shuffled order.
@@ -121,15 +154,13 @@ pub(crate) fn measure(
         let mut kinds = Kind::ALL;
         rng.shuffle(&mut kinds);
         for kind in kinds {
-            let server = match kind {
-                Kind::Postgres => &servers.postgres_url,
-                Kind::Etcd => &servers.etcd_endpoint,
-            };
+            let server = servers.of(kind, false);
             eprintln!("  takeover {} {}/{runs}", kind.name(), run + 1);
             let took = once(kind, server, exe, ttl, rng)?;
             match kind {
                 Kind::Postgres => out.postgres.push(took),
                 Kind::Etcd => out.etcd.push(took),
+                Kind::Redis => out.redis.push(took),
             }
         }
     }

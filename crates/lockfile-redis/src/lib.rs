@@ -130,7 +130,8 @@ pub const ENGINE: &str = "redis";
 /// replay the engine's round trips, such as the benchmarks' raw floors.
 /// The keys are a name's (`PREFIX{NAME}:lease`, `:token`, `:history`, and
 /// the channel `:released`); each script's comment in the source lists
-/// its keys and arguments.
+/// its keys and arguments. What the scripts say may change in any release,
+/// with the engine that sends them: they are shown, not promised.
 pub mod scripts {
     /// Takes the lease if its key is free, drawing the fencing token (KEYS:
     /// lease, token, history; ARGV: owner record, TTL in ms, history

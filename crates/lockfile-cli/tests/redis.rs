@@ -380,6 +380,20 @@ fn clocks_skewed_past_half_a_period_still_run_each_tick_once() {
     common::ticks::assert_once_per_tick(&by_claimed, first, 3);
 }
 
+/// Contenders whose clocks are 90 s and 300 s ahead: the server's `TIME`
+/// dates every claim and run, so each tick still runs once.
+#[test]
+fn clocks_minutes_ahead_still_run_each_tick_once() {
+    let redis = Redis::start();
+    common::ticks::clocks_minutes_ahead_still_run_each_tick_once(&[
+        "--redis",
+        &redis.url(),
+        "--ttl",
+        "2",
+        "ahead",
+    ]);
+}
+
 #[test]
 fn a_dead_claim_on_redis_is_run_again_in_its_tick() {
     let redis = Redis::start();

@@ -284,3 +284,29 @@ pub(crate) fn the_tick_metrics_are_the_claims(args: &[&str]) {
         assert_eq!(value(&written, name, &job), None, "{written:?}");
     }
 }
+
+/// Contenders whose clocks are 90 s and 300 s ahead, past the minute a
+/// future time is forgiven: the first two contenders of each of three
+/// ticks, taking turns at coming first, so that each clock writes a run
+/// that the other, and the contenders in step, then judge. Under a lease
+/// whose server dates every claim and run (`args`), each tick still runs
+/// once.
+pub(crate) fn clocks_minutes_ahead_still_run_each_tick_once(args: &[&str]) {
+    require_faketime();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("runs.log");
+    let first = next_tick();
+    // `fire` asks for the prefixes in order, four per tick.
+    let asked = std::cell::Cell::new(0_usize);
+    let ahead = |i: usize| {
+        let tick = asked.get() / OFFSETS.len();
+        asked.set(asked.get() + 1);
+        match (i, tick % 2) {
+            (0, 0) | (1, 1) => faked("+90"),
+            (0, 1) | (1, 0) => faked("+300"),
+            _ => Vec::new(),
+        }
+    };
+    let (_, by_claimed) = fire(3, args, ahead, &log);
+    assert_once_per_tick(&by_claimed, first, 3);
+}

@@ -161,10 +161,20 @@ pub(crate) async fn wait(
         return false;
     };
     let hearing = ops.woken.hears();
-    ops.woken = tokio::select! {
-        biased;
-        () = released(&mut ops.pubsub), if hearing => Woken::Notification,
-        () = tokio::time::sleep(pause) => timer,
+    let sleep = tokio::time::sleep(pause);
+    let mut sleep = std::pin::pin!(sleep);
+    ops.woken = loop {
+        tokio::select! {
+            biased;
+            () = released(&mut ops.pubsub) => {
+                if hearing {
+                    break Woken::Notification;
+                }
+                // Not heard, but read: the client queues every message
+                // that comes, and anyone may publish a flood of them.
+            }
+            () = &mut sleep => break timer,
+        }
     };
     true
 }

@@ -135,7 +135,8 @@ impl Conn {
         let mut role_c = c.clone();
         let role = redis::cmd("ROLE");
         let mut config = redis::cmd("CONFIG");
-        config.arg("GET").arg("maxmemory").arg("maxmemory-policy");
+        // One pattern: Redis 6 takes a single parameter.
+        config.arg("GET").arg("maxmemory*");
         let (role, config) = tokio::join!(
             self.call(
                 Operation::Connect,
@@ -148,6 +149,10 @@ impl Conn {
             return Err(self.error(Operation::Connect, reason));
         }
         match config {
+            Ok(Ok(settings)) if !settings.contains_key("maxmemory-policy") => {
+                server::policy_unknown(self.shown(), &"CONFIG GET named no maxmemory-policy");
+                Ok(())
+            }
             Ok(Ok(settings)) => match server::evicts(&settings) {
                 Some(reason) => Err(self.error(Operation::Connect, reason)),
                 None => Ok(()),
@@ -166,9 +171,11 @@ impl Conn {
     /// A new connection within `limit`, to any server: to read (`inspect`
     /// works on a replica too).
     pub(crate) async fn connect_to_read(&self, limit: Duration) -> Result<Connection> {
+        // The connection serves later calls too, each bounded by its own
+        // timeout: its replies may take as long as the request timeout.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(limit))
-            .set_response_timeout(Some(limit));
+            .set_response_timeout(Some(self.request_timeout));
         self.call(
             Operation::Connect,
             limit,

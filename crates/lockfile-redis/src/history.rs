@@ -61,8 +61,17 @@ pub(crate) async fn read(conn: &Conn, c: &mut Connection, limit: Duration) -> Re
         ));
     };
     let now = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros);
+    // The version is sent back as the compare-and-set's argument and
+    // counted on in the scripts: only a number of ours (digits, far from
+    // a double's 2^53) is.
+    let ours =
+        !version.is_empty() && version.len() <= 15 && version.bytes().all(|b| b.is_ascii_digit());
     let history = match kind.as_str() {
         "none" => Ok(None),
+        "hash" if !ours => Err(format!(
+            "the run history is not one of ours: its version is {}",
+            lockfile::text::quoted(&version)
+        )),
         "hash" if usize::try_from(size).is_ok_and(|s| s > MAX_VALUE) => Err(format!(
             "the run history is not one of ours: it holds {size} bytes (ours are under {MAX_VALUE})"
         )),

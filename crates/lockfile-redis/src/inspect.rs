@@ -16,8 +16,9 @@ use lockfile_lease::report::Holding;
 
 use crate::conn::{Conn, Connection, block_on};
 use crate::key::{Keys, name_of};
-use crate::script::{self, MAX_VALUE, READ_LEASE};
+use crate::script::{self, LIST, MAX_VALUE, READ_LEASE};
 use crate::{ENGINE, LeaseOptions, Operation, Result, history};
+use lockfile_lease::name::MAX_NAME_LEN;
 
 /// The most names a listing reads: far more than a fleet's jobs.
 const MAX_NAMES: usize = 100_000;
@@ -60,24 +61,25 @@ pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
     block_on(&pattern, || async {
         let mut c = conn.connect_to_read(conn.request_timeout).await?;
         let mut names = BTreeSet::new();
-        let mut cursor = 0u64;
+        let mut cursor = "0".to_owned();
+        // Ours are the prefix, the braces, a name and a suffix.
+        let longest = (opts.prefix.len() + MAX_NAME_LEN + 16).to_string();
         loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000);
-            let (next, keys): (u64, Vec<Vec<u8>>) = conn
-                .call(
+            let reply = LIST
+                .run(
+                    &conn,
+                    &mut c,
                     Operation::Read,
                     conn.request_timeout,
-                    scan.query_async(&mut c),
+                    &[],
+                    &[cursor.as_bytes(), pattern.as_bytes(), longest.as_bytes()],
                 )
                 .await?;
-            for key in &keys {
-                if let Some(name) = name_of(&opts.prefix, key, "lease")
-                    .or_else(|| name_of(&opts.prefix, key, "history"))
+            let page = script::fields(&conn, Operation::Read, reply)?;
+            for key in page.iter().skip(1) {
+                if let redis::Value::BulkString(key) = key
+                    && let Some(name) = name_of(&opts.prefix, key, "lease")
+                        .or_else(|| name_of(&opts.prefix, key, "history"))
                 {
                     names.insert(name.to_owned());
                 }
@@ -88,10 +90,10 @@ pub(crate) fn inspect_all(opts: &LeaseOptions) -> Result<Vec<LeaseReport>> {
                     format!("more than {MAX_NAMES} lease names under the prefix"),
                 ));
             }
-            if next == 0 {
+            cursor = String::from_utf8_lossy(&script::bytes(&page, 0)).into_owned();
+            if cursor == "0" || cursor.is_empty() {
                 break;
             }
-            cursor = next;
         }
         let mut reports = Vec::with_capacity(names.len());
         for name in names {

@@ -81,6 +81,14 @@
 //!   `volatile-*` one (lease keys carry a TTL) may evict a lease's key and
 //!   hand the lock to the next contender: refused. When `CONFIG` is not
 //!   permitted (managed Redis), a warning says so once, and the run goes on.
+//! - **The server's clock.** Redis keeps an expiry as a wall-clock time: a
+//!   step forward of the server's clock (NTP stepping rather than slewing,
+//!   a VM restored) past a TTL expires every lease at once, and the next
+//!   contender is granted one while its holder is still within its
+//!   deadline, until the holder's next renewal finds the key gone. Slew the
+//!   server's clock, never step it; the fencing token protects the data
+//!   meanwhile. A step back past the largest token issued is the one
+//!   assumption the tokens rest on (above).
 //! - **Persistence.** Without it, a restart frees every lease (a second
 //!   holder can start while the first runs, as after a failover) and loses
 //!   the run histories; the tokens still rise (above). With AOF

@@ -4,8 +4,10 @@
 //! `SCRIPT LOAD`, so that the ACL a job needs stays small.
 //!
 //! Every value a script returns that another client could have written
-//! (an owner record, a run history) is returned only up to [`MAX_VALUE`]
-//! bytes: a larger one is reported by its size, never read into memory.
+//! is bounded: an owner record or a run history up to [`MAX_VALUE`] bytes
+//! (a larger one is reported by its size, never read into memory), a token,
+//! a counter, a version or a TTL up to 20 bytes, a key up to the longest
+//! of ours.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -49,35 +51,47 @@ fn sha1_hex(source: &str) -> String {
 // Lua's numbers are doubles: exact to 2^53, which microseconds since 1970
 // pass in the year 2255; `%.0f` writes them without an exponent.
 //
-// Answers {1, token} when taken; {0, token, owner or "", size, pttl} when
-// held; {2} when the history changed since it was read; {3, counter} when
-// the counter (written by another client) is 2^53 or more, past which a
-// double's `+ 1` no longer rises: a token is never drawn from it.
+// Every check comes before the first write: a script that fails halfway
+// keeps what it wrote (Redis has no rollback). Values another client may
+// have written are returned only when short (`small`: at most 20 bytes,
+// a u64's digits), so that a reply stays small whatever is stored.
+//
+// Answers {1, token} when taken; {0, token or "", owner or "", size,
+// pttl} when held; {2} when the history changed since it was read; {3,
+// counter or ""} when the counter (written by another client) is not a
+// number below 2^53, past which a double's `+ 1` no longer rises (NaN,
+// infinity, a huge or a long value): a token is never drawn from it.
 script!(
     ACQUIRE,
     r#"
+local function small(key, field)
+  if redis.call('HSTRLEN', key, field) <= 20 then return redis.call('HGET', key, field) or '' end
+  return ''
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local token = redis.call('HGET', KEYS[1], 'token') or ''
+  local token = small(KEYS[1], 'token')
   local size = redis.call('HSTRLEN', KEYS[1], 'owner')
   local owner = ''
   if size <= tonumber(ARGV[5]) then owner = redis.call('HGET', KEYS[1], 'owner') or '' end
   return {0, token, owner, size, redis.call('PTTL', KEYS[1])}
 end
-if ARGV[3] ~= '' then
+local claim = ARGV[3] ~= ''
+if claim then
   local version = redis.call('HGET', KEYS[3], 'version') or '0'
   if version ~= ARGV[3] then return {2} end
 end
+if redis.call('STRLEN', KEYS[2]) > 20 then return {3, ''} end
 local stored = redis.call('GET', KEYS[2])
 local last = tonumber(stored or '0') or 0
-if last >= 9007199254740992 then return {3, stored} end
+if last ~= last or last >= 9007199254740992 then return {3, stored} end
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local token = string.format('%.0f', math.max(last + 1, now))
 redis.call('SET', KEYS[2], token)
 redis.call('HSET', KEYS[1], 'token', token, 'owner', ARGV[1], 'ttl', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[3], 'version', tostring(tonumber(ARGV[3]) + 1), 'doc', ARGV[4])
+if claim then
+  redis.call('HSET', KEYS[3], 'version', string.format('%d', tonumber(ARGV[3]) + 1), 'doc', ARGV[4])
 end
 return {1, token}
 "#
@@ -111,14 +125,19 @@ return 0
 );
 
 // Reads the run history and the server's clock (KEYS: history; ARGV: most
-// bytes). Answers {type, version, doc or "", size, seconds, microseconds}.
+// bytes). Answers {type, version ("" when too long), doc or "", size,
+// seconds, microseconds}.
 script!(
     READ_HISTORY,
     r#"
 local kind = redis.call('TYPE', KEYS[1]).ok
 local time = redis.call('TIME')
 if kind ~= 'hash' then return {kind, '0', '', 0, time[1], time[2]} end
-local version = redis.call('HGET', KEYS[1], 'version') or '0'
+local version = '0'
+if redis.call('HEXISTS', KEYS[1], 'version') == 1 then
+  version = ''
+  if redis.call('HSTRLEN', KEYS[1], 'version') <= 20 then version = redis.call('HGET', KEYS[1], 'version') end
+end
 local size = redis.call('HSTRLEN', KEYS[1], 'doc')
 local doc = ''
 if size <= tonumber(ARGV[1]) then doc = redis.call('HGET', KEYS[1], 'doc') or '' end
@@ -127,30 +146,50 @@ return {kind, version, doc, size, time[1], time[2]}
 );
 
 // Writes the run history if its version is still the one read (KEYS:
-// history; ARGV: version, doc). Answers 1 when written.
+// history; ARGV: version, doc), which the caller checked is a number of
+// at most 15 digits. Answers 1 when written.
 script!(
     WRITE_HISTORY,
     r#"
 local version = redis.call('HGET', KEYS[1], 'version') or '0'
 if version ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'version', tostring(tonumber(version) + 1), 'doc', ARGV[2])
+redis.call('HSET', KEYS[1], 'version', string.format('%d', tonumber(version) + 1), 'doc', ARGV[2])
 return 1
 "#
 );
 
 // What inspect reads of a lease (KEYS: lease; ARGV: most bytes). Answers
-// {type, token, owner or "", size, pttl, ttl granted in ms or ""}.
+// {type, token or "", owner or "", size, pttl, ttl granted in ms or ""}.
 script!(
     READ_LEASE,
     r#"
+local function small(key, field)
+  if redis.call('HSTRLEN', key, field) <= 20 then return redis.call('HGET', key, field) or '' end
+  return ''
+end
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'hash' then return {kind, '', '', 0, redis.call('PTTL', KEYS[1]), ''} end
-local token = redis.call('HGET', KEYS[1], 'token') or ''
+local token = small(KEYS[1], 'token')
 local size = redis.call('HSTRLEN', KEYS[1], 'owner')
 local owner = ''
 if size <= tonumber(ARGV[1]) then owner = redis.call('HGET', KEYS[1], 'owner') or '' end
-local ttl = redis.call('HGET', KEYS[1], 'ttl') or ''
+local ttl = small(KEYS[1], 'ttl')
 return {kind, token, owner, size, redis.call('PTTL', KEYS[1]), ttl}
+"#
+);
+
+// One page of the names under the prefix (ARGV: cursor, pattern, longest
+// key): `SCAN` from the cursor, keys longer than any of ours left out, so
+// that a page's reply stays small. Answers {cursor, key...}.
+script!(
+    LIST,
+    r#"
+local page = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', 1000)
+local out = {page[1]}
+for _, key in ipairs(page[2]) do
+  if #key <= tonumber(ARGV[3]) then out[#out + 1] = key end
+end
+return out
 "#
 );
 

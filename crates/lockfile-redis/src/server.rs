@@ -3,11 +3,12 @@
 //! all), with no eviction policy that may drop a lease's key (eviction
 //! silently hands the lock to the next contender).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
 
-/// Whether the warning that `CONFIG` is refused was given: once a process.
-static CONFIG_WARNED: AtomicBool = AtomicBool::new(false);
+/// The servers whose eviction policy could not be read, and were warned
+/// about: once each in a process.
+static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
 /// Why a server whose `ROLE` answered `role` cannot keep a lease, or
 /// `None` for a primary.
@@ -23,15 +24,19 @@ pub(crate) fn not_primary(role: &[redis::Value]) -> Option<String> {
     ))
 }
 
-/// Says once in a process that the eviction policy of `server` cannot be
-/// read (`e`): managed Redis often renames or forbids `CONFIG`, and an ACL
-/// user may not have it.
-pub(crate) fn policy_unknown(server: &str, e: &redis::RedisError) {
-    if !CONFIG_WARNED.swap(true, Ordering::Relaxed) {
+/// Says once a process for each server that its eviction policy cannot be
+/// read (`why`): managed Redis often renames or forbids `CONFIG`, and an
+/// ACL user may not have it.
+pub(crate) fn policy_unknown(server: &str, why: &dyn std::fmt::Display) {
+    let first = WARNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(server.to_owned());
+    if first {
         tracing::warn!(
             event = "eviction_policy_unknown",
             server,
-            error = %e,
+            error = %why,
             "cannot read the server's maxmemory-policy: make sure it is noeviction, or \
              another holder may be handed a lease whose key was evicted"
         );

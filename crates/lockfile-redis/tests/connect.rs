@@ -80,7 +80,7 @@ fn every_operation(
 }
 
 /// The commands a job's user needs, as the docs give them.
-const JOB_COMMANDS: [&str; 17] = [
+const JOB_COMMANDS: [&str; 19] = [
     "+evalsha",
     "+eval",
     "+role",
@@ -88,6 +88,7 @@ const JOB_COMMANDS: [&str; 17] = [
     "+scan",
     "+exists",
     "+hget",
+    "+hexists",
     "+hset",
     "+hstrlen",
     "+pttl",
@@ -95,6 +96,7 @@ const JOB_COMMANDS: [&str; 17] = [
     "+type",
     "+time",
     "+get",
+    "+strlen",
     "+set",
     "+del",
     "+publish",

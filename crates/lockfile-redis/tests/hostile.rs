@@ -175,6 +175,9 @@ fn a_token_counter_past_exact_doubles_is_refused_and_never_repeats_a_token() {
         "9007199254740993",
         "18446744073709551615",
         "1e300",
+        "inf",
+        "nan",
+        "-nan",
     ] {
         assert_eq!(
             reply(&redis, &["SET", "lockfile:{counter}:token", counter]),
@@ -189,6 +192,16 @@ fn a_token_counter_past_exact_doubles_is_refused_and_never_repeats_a_token() {
         assert_eq!(reply(&redis, &["EXISTS", "lockfile:{counter}:lease"]), "0");
         assert_eq!(reply(&redis, &["GET", "lockfile:{counter}:token"]), counter);
     }
+    // A counter longer than any number of ours is not even read back.
+    let long = "7".repeat(4096);
+    reply(&redis, &["SET", "lockfile:{counter}:token", &long]);
+    let err = opts.try_acquire("counter").unwrap_err();
+    assert!(
+        err.to_string().contains("lockfile:{counter}:token"),
+        "{err}"
+    );
+    assert!(!err.to_string().contains(&long[..64]), "{err}");
+    assert_eq!(reply(&redis, &["EXISTS", "lockfile:{counter}:lease"]), "0");
     // The largest counter that still rises exactly.
     reply(
         &redis,
@@ -202,4 +215,83 @@ fn a_token_counter_past_exact_doubles_is_refused_and_never_repeats_a_token() {
     let lease = opts.try_acquire("counter").unwrap();
     assert!(lease.fencing_token() > first_token);
     assert!(!lease.release().unwrap().was_lost());
+}
+
+/// A run history whose version is not one of ours (empty, not a number, a
+/// number a double cannot count on, or too long to read back) stops a
+/// claim on a tick and a record, naming the key, before anything is
+/// written: no lease is left behind and no tick is claimed without being
+/// recorded.
+#[test]
+fn a_history_version_that_is_not_ours_stops_a_claim_before_anything_is_written() {
+    let redis = Redis::start();
+    let opts = options(&redis.url(), Duration::from_secs(3));
+    let long = "1".repeat(64);
+    for version in ["", "abc", "1e+15", "123456789012345678", long.as_str()] {
+        reply(&redis, &["DEL", "lockfile:{v}:history"]);
+        reply(
+            &redis,
+            &[
+                "HSET",
+                "lockfile:{v}:history",
+                "version",
+                version,
+                "doc",
+                "{}",
+            ],
+        );
+        let mut once = request();
+        once.claim_tick(lockfile::tick::TickClaim::new(
+            lockfile::tick::Schedule::new(Duration::from_secs(3600), Duration::ZERO).unwrap(),
+            std::time::Instant::now(),
+        ));
+        let err = Engine::acquire(&opts, "v", &once).unwrap_err();
+        assert!(
+            !err.is_contended() && !err.is_tick_refused(),
+            "{version:?}: {err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("lockfile:{v}:history"), "{version:?}: {text}");
+        assert!(text.contains("version"), "{version:?}: {text}");
+        assert_eq!(
+            reply(&redis, &["EXISTS", "lockfile:{v}:lease"]),
+            "0",
+            "{version:?}: no lease left behind"
+        );
+        assert_eq!(
+            reply(&redis, &["HGET", "lockfile:{v}:history", "version"]),
+            version,
+            "left as it was"
+        );
+        let lease = opts.try_acquire("v").unwrap();
+        assert!(
+            lease.record_outcome(end(Outcome::Succeeded)).is_err(),
+            "{version:?}"
+        );
+        assert!(!lease.release().unwrap().was_lost());
+        assert!(
+            opts.inspect("v").unwrap().history_error.is_some(),
+            "{version:?}"
+        );
+    }
+    // Our own versions count on as integers, never in a double's exponent.
+    reply(&redis, &["DEL", "lockfile:{v}:history"]);
+    reply(
+        &redis,
+        &[
+            "HSET",
+            "lockfile:{v}:history",
+            "version",
+            "99999999999999",
+            "doc",
+            "{}",
+        ],
+    );
+    let lease = opts.try_acquire("v").unwrap();
+    lease.record_outcome(end(Outcome::Succeeded)).unwrap();
+    assert!(!lease.release().unwrap().was_lost());
+    assert_eq!(
+        reply(&redis, &["HGET", "lockfile:{v}:history", "version"]),
+        "100000000000000"
+    );
 }

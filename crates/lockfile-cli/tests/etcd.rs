@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::lease_faults::alive;
 use common::prometheus::{NodeExporter, promtool_accepts, samples, value};
 use common::{Background, BoundedOutput, LOOP, code, lockfile, stderr, wait_until};
 use lockfile_test_support::{Proxy, etcd as server};
@@ -34,32 +35,14 @@ impl Etcd {
     }
 
     fn inspect(&self, args: &[&str]) -> Output {
-        lockfile()
-            .args(["inspect", "--json", "--etcd", &self.endpoint])
-            .args(args)
-            .bounded_output()
+        common::lease_run::inspect(&["--etcd", &self.endpoint], args)
     }
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie has exited; only its parent has not reaped it yet.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
 }
 
 /// Starts `lockfile run --etcd ENDPOINT EXTRA NAME sh -c SCRIPT`; returns the
 /// first line SCRIPT prints.
 fn start(etcd: &Etcd, extra: &[&str], name: &str, script: &str) -> (Background, String) {
-    let mut args = vec!["--etcd", &etcd.endpoint];
-    args.extend(extra);
-    args.extend([name, "sh", "-c", script]);
-    Background::spawn(&args)
+    common::lease_run::start(&["--etcd", &etcd.endpoint], extra, name, script)
 }
 
 #[test]

@@ -28,25 +28,15 @@ fn server() -> Postgres {
 }
 
 fn inspect(url: &str, args: &[&str]) -> Output {
-    lockfile()
-        .args(["inspect", "--json", "--postgres", url])
-        .args(args)
-        .bounded_output()
+    common::lease_run::inspect(&["--postgres", url], args)
 }
 
 fn run(url: &str, extra: &[&str], name: &str, script: &str) -> Output {
-    lockfile()
-        .args(["run", "--postgres", url])
-        .args(extra)
-        .args([name, "sh", "-c", script])
-        .bounded_output()
+    common::lease_run::run(&["--postgres", url], extra, name, script)
 }
 
 fn start(url: &str, extra: &[&str], name: &str, script: &str) -> (Background, String) {
-    let mut args = vec!["--postgres", url];
-    args.extend(extra);
-    args.extend([name, "sh", "-c", script]);
-    Background::spawn(&args)
+    common::lease_run::start(&["--postgres", url], extra, name, script)
 }
 
 /// A lease's holder is named as a lock file's is: its job name escaped

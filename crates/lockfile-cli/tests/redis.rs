@@ -14,25 +14,15 @@ use common::{Background, BoundedOutput, code, lockfile, stderr};
 use lockfile_test_support::{Proxy, Redis};
 
 fn inspect(url: &str, args: &[&str]) -> Output {
-    lockfile()
-        .args(["inspect", "--json", "--redis", url])
-        .args(args)
-        .bounded_output()
+    common::lease_run::inspect(&["--redis", url], args)
 }
 
 fn run(url: &str, extra: &[&str], name: &str, script: &str) -> Output {
-    lockfile()
-        .args(["run", "--redis", url])
-        .args(extra)
-        .args([name, "sh", "-c", script])
-        .bounded_output()
+    common::lease_run::run(&["--redis", url], extra, name, script)
 }
 
 fn start(url: &str, extra: &[&str], name: &str, script: &str) -> (Background, String) {
-    let mut args = vec!["--redis", url];
-    args.extend(extra);
-    args.extend([name, "sh", "-c", script]);
-    Background::spawn(&args)
+    common::lease_run::start(&["--redis", url], extra, name, script)
 }
 
 #[test]

@@ -47,6 +47,9 @@ pub struct LeaseRequest {
     /// Claim the tick of the run's start (`--once-per`), atomically with
     /// taking the lease: see [`Engine::acquire`].
     pub tick: Option<TickClaim>,
+    /// The slot this lease is of, written in the owner record: set by
+    /// [`acquire_slot`](crate::slots::acquire_slot) for each slot it tries.
+    pub slot: Option<lockfile::record::Slot>,
 }
 
 impl LeaseRequest {
@@ -93,6 +96,7 @@ impl LeaseRequest {
         record.max_runtime_ms = self
             .max_runtime
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        record.slot = self.slot;
         record
     }
 }

@@ -106,6 +106,20 @@ pub enum Error {
         /// The holder's owner record as last seen, when readable.
         owner: Option<Box<OwnerRecord>>,
     },
+    /// Every one of N slot leases is held ([`crate::slots::acquire_slot`]),
+    /// or a bounded wait for any of them ended. `holders` are the slots'
+    /// [`Error::Contended`], in slot order.
+    #[error("{}", slots_held(name, *count, holders, *waited))]
+    SlotsHeld {
+        /// The name the slots are of.
+        name: String,
+        /// How many slots were asked for.
+        count: u16,
+        /// How long the call waited, when it waited.
+        waited: Option<Duration>,
+        /// Each slot's contention.
+        holders: Vec<Error>,
+    },
     /// The lease may have lapsed: stop acting on it.
     #[error("the lease on `{key}` is lost: {reason}")]
     LeaseLost {
@@ -231,7 +245,7 @@ impl Error {
     /// [`Error::Lock`], the lock file is.
     pub fn is_contended(&self) -> bool {
         match self {
-            Error::Contended { .. } | Error::Timeout { .. } => true,
+            Error::Contended { .. } | Error::Timeout { .. } | Error::SlotsHeld { .. } => true,
             Error::Lock(e) => e.is_contended(),
             _ => false,
         }
@@ -301,9 +315,31 @@ impl Error {
             | Error::TickUsed { key, .. }
             | Error::TooLate { key, .. }
             | Error::Io { key, .. } => Some(key),
-            Error::InvalidName { .. } | Error::Lock(_) => None,
+            Error::InvalidName { .. } | Error::SlotsHeld { .. } | Error::Lock(_) => None,
         }
     }
+}
+
+/// [`Error::SlotsHeld`]'s message: the first few holders, and how many more.
+fn slots_held(name: &str, count: u16, holders: &[Error], waited: Option<Duration>) -> String {
+    const NAMED: usize = 3;
+    let mut said = match waited {
+        Some(waited) => format!(
+            "gave up waiting for any of the {count} slots of `{name}` after {}: ",
+            humantime::format_duration(Duration::from_secs(waited.as_secs()))
+        ),
+        None => format!("all {count} slots of `{name}` are held: "),
+    };
+    let named: Vec<String> = holders
+        .iter()
+        .take(NAMED)
+        .map(ToString::to_string)
+        .collect();
+    said.push_str(&named.join("; "));
+    if holders.len() > NAMED {
+        said.push_str(&format!("; and {} more", holders.len() - NAMED));
+    }
+    said
 }
 
 #[cfg(test)]

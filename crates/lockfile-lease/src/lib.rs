@@ -88,6 +88,7 @@ pub mod report;
 mod runtime;
 mod session;
 pub mod signal;
+pub mod slots;
 pub mod thread;
 pub mod waiting;
 

@@ -107,6 +107,12 @@ impl LockGuard {
             .map_err(|e| Error::from_io(Operation::Stat, &self.path, e))
     }
 
+    /// Which slot of how many this guard holds, when it was taken as one of
+    /// N ([`LockOptions::acquire_slot`](crate::LockOptions::acquire_slot)).
+    pub fn slot(&self) -> Option<crate::record::Slot> {
+        self.doc.owner.slot
+    }
+
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -374,6 +374,7 @@ pub mod reap;
 pub mod record;
 mod record_file;
 mod rfc3339;
+pub mod slot;
 pub mod text;
 pub mod tick;
 mod trust;

@@ -39,6 +39,9 @@ pub struct LockOptions {
     pub(crate) kill_after: Option<Duration>,
     pub(crate) release: Release,
     pub(crate) claim_tick: Option<crate::TickClaim>,
+    /// The slot an attempt on one slot's file writes into the record (set
+    /// by [`acquire_slot`](LockOptions::acquire_slot) alone).
+    pub(crate) slot: Option<crate::record::Slot>,
 }
 
 impl Default for LockOptions {
@@ -64,6 +67,7 @@ impl LockOptions {
             kill_after: None,
             release: Release::Recorded,
             claim_tick: None,
+            slot: None,
         }
     }
 

@@ -72,7 +72,8 @@ enum Expected {
 /// The real holder of a lock.
 enum Holder {
     InProcess {
-        guard: LockGuard,
+        // Boxed: a guard is large beside a child's handle.
+        guard: Box<LockGuard>,
         remove_on_release: bool,
     },
     Child(ChildHolder),
@@ -210,7 +211,7 @@ fn acquire(l: &mut Lock, how: How, remove_on_release: bool) {
             // next holder; junk and a missing file have none to carry.
             assert_eq!(guard.last_success().is_some(), l.success);
             l.holder = Some(Holder::InProcess {
-                guard,
+                guard: Box::new(guard),
                 remove_on_release,
             });
         }

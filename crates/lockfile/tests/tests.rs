@@ -23,6 +23,7 @@ mod reap;
 mod scan_budget;
 mod shared;
 mod silence;
+mod slots;
 mod unlink;
 
 /// Not a test: the entry point of child processes spawned by the tests

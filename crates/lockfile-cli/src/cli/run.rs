@@ -29,6 +29,15 @@ pub struct RunArgs {
     #[arg(short = 's', long, conflicts_with_all = ["watchdog", "engine", "evict_after", "once_per"])]
     pub shared: bool,
 
+    /// Take one of N slots (1 to 1024) of the lock file or lease, so that at
+    /// most N runs hold it at once: slot 0 is LOCKFILE itself, slot K is
+    /// NAME@K.lock beside it (NAME@K for a lease). COMMAND gets
+    /// LOCKFILE_SLOT (0-based). Every run takes only slots below its own N,
+    /// so the count never exceeds the largest N in force; a plain run is
+    /// slot 0 alone.
+    #[arg(long, value_name = "N", value_parser = parse_slots, conflicts_with_all = ["shared", "no_fork", "unlock", "once_per"])]
+    pub slots: Option<lockfile::slot::SlotCount>,
+
     /// Take an exclusive lock (the default; overrides -s, as in flock(1)).
     #[arg(short = 'x', short_alias = 'e', long, overrides_with = "shared")]
     pub exclusive: bool,
@@ -267,6 +276,19 @@ impl RunArgs {
                 .filter(|url| !url.is_empty())
         })
     }
+}
+
+/// `--slots N`: 1 to 1024.
+fn parse_slots(s: &str) -> Result<lockfile::slot::SlotCount, String> {
+    s.parse()
+        .ok()
+        .and_then(lockfile::slot::SlotCount::new)
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is not a number of slots: give a whole number from 1 to {}",
+                lockfile::slot::MAX_SLOTS
+            )
+        })
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ pub(crate) fn collect(paths: &[std::path::PathBuf], opts: &InspectOptions) -> Ve
                 Err(e) => outcomes.push((path.clone(), Err(e))),
             }
         } else {
-            outcomes.push((path.clone(), opts.inspect(path)));
+            outcomes.push((path.clone(), opts.inspect_slots(path)));
         }
     }
     outcomes
@@ -146,50 +146,18 @@ fn table(outcomes: &[Outcome]) -> String {
     for (path, outcome) in outcomes {
         match outcome {
             Ok(r) => {
-                let owner = r.owner.as_ref().filter(|_| !r.released);
-                let pid = r
-                    .holders
-                    .first()
-                    .map(|h| h.pid)
-                    .or(owner.map(|o| o.pid))
-                    .map_or("-".to_owned(), |p| p.to_string());
-                rows.push([
-                    crate::term::path(path),
-                    r.state.to_string(),
-                    pid,
-                    owner.map_or("-".to_owned(), |o| {
-                        crate::term::escape(&o.hostname).into_owned()
-                    }),
-                    r.owner
-                        .as_ref()
-                        .and_then(|o| o.job.as_deref())
-                        .map_or("-".to_owned(), |job| crate::term::escape(job).into_owned()),
-                    short(r.age),
-                    heartbeat_cell(r),
-                    r.last_success.map_or("never".to_owned(), |t| {
-                        format!("{} ago", short(now.duration_since(t).ok()))
-                    }),
-                    r.last_run
-                        .as_ref()
-                        .map_or("-".to_owned(), |run| run.outcome.to_string()),
-                ]);
-                notes.push(
-                    r.findings
-                        .iter()
-                        .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
-                        .chain(
-                            r.no_record
-                                .iter()
-                                .map(|why| format!("  note: no owner record: {why}")),
-                        )
-                        .chain(
-                            r.content_error
-                                .iter()
-                                .filter(|_| r.no_record.is_none())
-                                .map(|e| format!("  note: {e}")),
-                        )
-                        .collect(),
-                );
+                let (row, mut note) = report_row(crate::term::path(path), r, now);
+                if !r.slots.is_empty() {
+                    note.push(format!("  note: {}", slots_note(r)));
+                }
+                rows.push(row);
+                notes.push(note);
+                for slot in &r.slots {
+                    let (row, note) =
+                        report_row(format!("  {}", crate::term::path(&slot.path)), slot, now);
+                    rows.push(row);
+                    notes.push(note);
+                }
             }
             Err(e) => {
                 rows.push([
@@ -208,6 +176,69 @@ fn table(outcomes: &[Outcome]) -> String {
         }
     }
     aligned(&rows, &notes)
+}
+
+/// A report's row and its notes, the path cell given.
+fn report_row(path: String, r: &LockReport, now: SystemTime) -> ([String; 9], Vec<String>) {
+    let owner = r.owner.as_ref().filter(|_| !r.released);
+    let pid = r
+        .holders
+        .first()
+        .map(|h| h.pid)
+        .or(owner.map(|o| o.pid))
+        .map_or("-".to_owned(), |p| p.to_string());
+    let row = [
+        path,
+        r.state.to_string(),
+        pid,
+        owner.map_or("-".to_owned(), |o| {
+            crate::term::escape(&o.hostname).into_owned()
+        }),
+        r.owner
+            .as_ref()
+            .and_then(|o| o.job.as_deref())
+            .map_or("-".to_owned(), |job| crate::term::escape(job).into_owned()),
+        short(r.age),
+        heartbeat_cell(r),
+        r.last_success.map_or("never".to_owned(), |t| {
+            format!("{} ago", short(now.duration_since(t).ok()))
+        }),
+        r.last_run
+            .as_ref()
+            .map_or("-".to_owned(), |run| run.outcome.to_string()),
+    ];
+    let notes = r
+        .findings
+        .iter()
+        .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
+        .chain(
+            r.no_record
+                .iter()
+                .map(|why| format!("  note: no owner record: {why}")),
+        )
+        .chain(
+            r.content_error
+                .iter()
+                .filter(|_| r.no_record.is_none())
+                .map(|e| format!("  note: {e}")),
+        )
+        .collect();
+    (row, notes)
+}
+
+/// `slots: 2 of 3 held (N = 3 in the latest record)`: how many of a set's
+/// slots are held, of the largest N its records state.
+pub(crate) fn slots_note(r: &LockReport) -> String {
+    let held = r
+        .with_slots()
+        .filter(|s| s.state == lockfile::LockState::Held)
+        .count();
+    let n = r
+        .with_slots()
+        .filter_map(|s| s.owner.as_ref()?.slot.map(|slot| usize::from(slot.of)))
+        .max()
+        .unwrap_or(r.slots.len() + 1);
+    format!("slots: {held} of {n} held")
 }
 
 /// The heartbeat's age, then who keeps it and how often they promised:

@@ -72,6 +72,10 @@ pub(crate) fn run(args: RunArgs) -> i32 {
         return exit::USAGE;
     }
     if args.command.is_empty() && args.shell_command.is_none() {
+        if args.slots.is_some() {
+            errln!("{name}: --slots needs a COMMAND to run in its slot, not a descriptor to lock");
+            return exit::USAGE;
+        }
         if args.output_on_failure {
             errln!("{name}: --output-on-failure needs a COMMAND whose output to keep");
             return exit::USAGE;

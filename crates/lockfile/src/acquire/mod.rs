@@ -7,6 +7,8 @@
 
 mod kernel;
 mod open;
+mod probe;
+mod slots;
 mod write;
 
 use std::borrow::Cow;

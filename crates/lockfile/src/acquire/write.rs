@@ -109,6 +109,7 @@ pub(crate) fn owner(opts: &LockOptions) -> OwnerRecord {
     owner.max_runtime_ms = opts.max_runtime.map(clock::millis);
     owner.kill_after_ms = opts.kill_after.map(clock::millis);
     owner.release = opts.release;
+    owner.slot = opts.slot;
     owner
 }
 

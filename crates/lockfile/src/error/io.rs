@@ -110,7 +110,11 @@ impl From<Error> for io::Error {
             Error::Contended { .. } | Error::TickUsed { .. } | Error::TooLate { .. } => {
                 io::ErrorKind::WouldBlock
             }
-            Error::Timeout { .. } => io::ErrorKind::TimedOut,
+            Error::Timeout { .. }
+            | Error::SlotsHeld {
+                waited: Some(_), ..
+            } => io::ErrorKind::TimedOut,
+            Error::SlotsHeld { .. } => io::ErrorKind::WouldBlock,
             Error::DirectoryNotFound { .. } => io::ErrorKind::NotFound,
             Error::NotADirectory { .. } => io::ErrorKind::NotADirectory,
             Error::PermissionDenied { .. }

@@ -25,7 +25,10 @@ impl Error {
     /// # }
     /// ```
     pub fn is_contended(&self) -> bool {
-        matches!(self, Error::Contended { .. } | Error::Timeout { .. })
+        matches!(
+            self,
+            Error::Contended { .. } | Error::Timeout { .. } | Error::SlotsHeld { .. }
+        )
     }
 
     /// The holder's owner record, for [`Error::Contended`] and [`Error::Timeout`].
@@ -78,6 +81,7 @@ impl Error {
             | Error::NotOurRun { path, .. }
             | Error::TickUsed { path, .. }
             | Error::TooLate { path, .. }
+            | Error::SlotsHeld { path, .. }
             | Error::Io { path, .. } => path,
         }
     }

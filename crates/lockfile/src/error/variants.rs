@@ -169,11 +169,8 @@ pub enum Error {
         kind: &'static str,
     },
     /// The lock file holds content that is not ours (a script, data, another
-    /// tool's lock or PID file), and the lock was to carry an owner record.
-    /// Nothing was written. [`LockOptions::record_optional`] takes such a
-    /// lock without a record, leaving the file byte for byte as it is.
-    ///
-    /// [`LockOptions::record_optional`]: crate::LockOptions::record_optional
+    /// tool's lock file), and the lock was to carry a record. Nothing was
+    /// written; [`crate::LockOptions::record_optional`] locks it without one.
     #[error(
         "refusing to write an owner record into `{}`: it holds {size} bytes that are not one of ours (beginning \"{preview}\"); lock it without a record (LockOptions::record_optional), or use a lock file of its own",
         text::path(path)
@@ -186,12 +183,10 @@ pub enum Error {
         /// Its first bytes, escaped for printing.
         preview: String,
     },
-    /// The lock file is planted: it sits in a sticky directory that its
-    /// group or everyone may write, and neither this process's effective
-    /// uid nor the directory's owner owns it (the kernel's
-    /// `fs.protected_regular` rule). Its owner can unlink it while it is
-    /// held, rewrite its record and set its times, so a lock on it excludes
-    /// nobody. Nothing was locked or written.
+    /// The lock file is planted: in a sticky directory that others may
+    /// write, owned by neither our euid nor the directory's owner (the
+    /// `fs.protected_regular` rule), so its owner can unlink or rewrite it
+    /// while held and a lock on it excludes nobody. Nothing was locked.
     #[error(
         "refusing to lock `{}`: it is owned by uid {owner_uid}, in a sticky directory that others may write and that uid {dir_owner_uid} owns, so its owner can unlink or rewrite it at will and a lock on it excludes nobody (the fs.protected_regular rule); use a lock directory only trusted users may write",
         text::path(path)
@@ -204,10 +199,8 @@ pub enum Error {
         /// The owner of its directory.
         dir_owner_uid: u32,
     },
-    /// The owner record would be longer than any record may be (64 KiB): a
-    /// file that long is someone else's, so a record must never grow to it.
-    /// Only a very long job name gets there. Refused before the file is
-    /// opened, so nothing was created, locked or written.
+    /// The record would be longer than any record may be (64 KiB): only a
+    /// very long job name gets there. Refused before the file is opened.
     #[error(
         "refusing to {op} `{}`: the record would take {size} bytes, more than the {max} an owner record may; shorten the job name ({job_len} bytes)",
         text::path(path)
@@ -273,6 +266,20 @@ pub enum Error {
         path: PathBuf,
         /// The tick it was too late for.
         tick: std::time::SystemTime,
+    },
+    /// Every one of N slots is held ([`crate::LockOptions::try_acquire_slot`]),
+    /// or a bounded wait for any of them ended.
+    #[error("{}", wording::slots_held(path, *count, holders, *waited))]
+    #[non_exhaustive]
+    SlotsHeld {
+        /// The lock file: slot 0.
+        path: PathBuf,
+        /// How many slots were asked for.
+        count: u16,
+        /// How long the call waited, when it waited.
+        waited: Option<Duration>,
+        /// Each slot's holder, in slot order.
+        holders: Vec<crate::slot::SlotHolder>,
     },
     /// Any other I/O failure.
     #[error("cannot {op} `{}`: {source}", text::path(path))]

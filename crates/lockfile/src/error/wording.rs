@@ -25,6 +25,43 @@ pub(super) fn holder(
     said
 }
 
+/// Every slot held: the first few holders by slot, and how many more.
+pub(super) fn slots_held(
+    path: &std::path::Path,
+    count: u16,
+    holders: &[crate::slot::SlotHolder],
+    waited: Option<std::time::Duration>,
+) -> String {
+    const NAMED: usize = 3;
+    let mut said = match waited {
+        Some(waited) => format!(
+            "gave up waiting for any of the {count} slots of `{}` after {}: ",
+            crate::text::path(path),
+            humantime::format_duration(waited)
+        ),
+        None => format!(
+            "all {count} slots of `{}` are held: ",
+            crate::text::path(path)
+        ),
+    };
+    let named: Vec<String> = holders
+        .iter()
+        .take(NAMED)
+        .map(|h| {
+            format!(
+                "slot {} by {}",
+                h.slot,
+                holder(h.owner.as_deref(), &h.holders, None)
+            )
+        })
+        .collect();
+    said.push_str(&named.join("; "));
+    if holders.len() > NAMED {
+        said.push_str(&format!("; and {} more", holders.len() - NAMED));
+    }
+    said
+}
+
 /// A holder the kernel names by PID or not at all.
 pub(super) fn unidentified(pid: Option<u32>) -> String {
     match pid {

@@ -161,6 +161,7 @@ mod tests {
             content: Some(Content::Record),
             no_record: None,
             findings,
+            slots: Vec::new(),
         }
     }
 

@@ -15,6 +15,7 @@ mod report;
 mod rules;
 mod sample;
 mod scan;
+mod slots;
 
 use std::io;
 use std::path::Path;
@@ -75,7 +76,9 @@ impl InspectOptions {
     pub fn inspect_dir(&self, dir: impl AsRef<Path>) -> Result<Vec<Result<LockReport>>> {
         let dir = dir.as_ref();
         let dir_fd = open_dir(dir)?;
-        self.inspect_open_dir(dir, &dir_fd)
+        // A set of slots is one entry (see `crate::slot`); reap, which
+        // calls the listing below, judges each slot's file as a lock file.
+        Ok(slots::gather(self.inspect_open_dir(dir, &dir_fd)?))
     }
 
     /// [`inspect_dir`](Self::inspect_dir) of the directory `dir_fd`, opened

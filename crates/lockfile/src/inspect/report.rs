@@ -116,6 +116,12 @@ pub struct LockReport {
     pub no_record: Option<NoRecord>,
     /// Everything worth telling, most severe first.
     pub findings: Vec<Finding>,
+    /// The lock file's other slots (1 and up), when it is slot 0 of a set
+    /// (see [`crate::slot`]): each slot's file's report, in slot order.
+    /// Filled by [`inspect_dir`](crate::inspect_dir) and
+    /// [`InspectOptions::inspect_slots`](crate::inspect::InspectOptions::inspect_slots);
+    /// empty for a plain lock file.
+    pub slots: Vec<LockReport>,
 }
 
 impl LockReport {
@@ -148,9 +154,20 @@ impl LockReport {
         text
     }
 
-    /// The most severe finding's severity, or `None` when all is well.
+    /// The most severe finding's severity, its slots' included, or `None`
+    /// when all is well.
     pub fn severity(&self) -> Option<Severity> {
-        self.findings.iter().map(Finding::severity).max()
+        let own = self.findings.iter().map(Finding::severity).max();
+        self.slots
+            .iter()
+            .map(LockReport::severity)
+            .fold(own, Ord::max)
+    }
+
+    /// This report and its slots' (slot 0 first), or itself alone for a
+    /// plain lock file.
+    pub fn with_slots(&self) -> impl Iterator<Item = &LockReport> {
+        std::iter::once(self).chain(&self.slots)
     }
 }
 
@@ -182,6 +199,8 @@ impl Serialize for LockReport {
             content: Option<Content>,
             no_record: Option<NoRecord>,
             findings: Vec<Described<'a>>,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            slots: &'a [LockReport],
         }
         ReportJson {
             version: crate::json::VERSION,
@@ -203,6 +222,7 @@ impl Serialize for LockReport {
             content: self.content,
             no_record: self.no_record,
             findings: self.findings.iter().map(Finding::described).collect(),
+            slots: &self.slots,
         }
         .serialize(s)
     }
@@ -240,6 +260,8 @@ impl<'de> Deserialize<'de> for LockReport {
             no_record: Option<NoRecord>,
             #[serde(deserialize_with = "crate::inspect::known_findings")]
             findings: Vec<Finding>,
+            #[serde(default)]
+            slots: Vec<LockReport>,
         }
         let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
         let r = ReadJson::deserialize(d)?;
@@ -261,6 +283,7 @@ impl<'de> Deserialize<'de> for LockReport {
             content: r.content,
             no_record: r.no_record,
             findings: r.findings,
+            slots: r.slots,
         })
     }
 }
@@ -285,5 +308,6 @@ pub(super) fn empty_report(path: PathBuf) -> LockReport {
         content: None,
         no_record: None,
         findings: Vec::new(),
+        slots: Vec::new(),
     }
 }

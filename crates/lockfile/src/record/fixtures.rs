@@ -43,6 +43,7 @@ fn bare_owner() -> OwnerRecord {
         kill_after_ms: None,
         evicted: None,
         release: Release::Recorded,
+        slot: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn full_owner() -> OwnerRecord {
             silent_ms: 61_500,
         })),
         release: Release::Unrecorded,
+        slot: None,
     }
 }
 

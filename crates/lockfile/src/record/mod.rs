@@ -15,6 +15,7 @@ mod fields;
 mod owner;
 mod read;
 mod seconds;
+mod slot;
 mod token;
 
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub use error::DecodeError;
 pub use fields::{Evicted, HeartbeatSource, Release};
 pub use owner::OwnerRecord;
 pub(crate) use read::{MAX_RECORD_BYTES, SmallRead, read_content};
+pub use slot::Slot;
 
 #[cfg(test)]
 mod tests;

@@ -92,6 +92,11 @@ pub struct OwnerRecord {
     /// Written only when unrecorded.
     #[serde(default, skip_serializing_if = "Release::is_recorded")]
     pub release: Release,
+    /// Which slot of how many the holder took, when it asked for one of N
+    /// ([`LockOptions::acquire_slot`](crate::LockOptions::acquire_slot),
+    /// `lockfile run --slots`). Written only then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<super::Slot>,
 }
 
 impl OwnerRecord {
@@ -117,6 +122,7 @@ impl OwnerRecord {
             kill_after_ms: None,
             evicted: None,
             release: Release::Recorded,
+            slot: None,
         }
     }
 

@@ -30,6 +30,7 @@ fn sample() -> OwnerRecord {
             silent_ms: 61_500,
         })),
         release: Release::Recorded,
+        slot: None,
     }
 }
 
@@ -283,6 +284,8 @@ prop_compose! {
                 token: Uuid::from_u128(token), pid, job, silent_ms,
             })),
             release: if unrecorded { Release::Unrecorded } else { Release::Recorded },
+            // A slot, from bits the strategy already draws.
+            slot: (pid % 3 == 0).then_some(crate::record::Slot { index: (pid % 1024) as u16, of: 1024 }),
         }
     }
 }

@@ -240,6 +240,26 @@ fn run_child(action: &str) -> i32 {
             Path::new(name),
             &std::fs::read(record).expect("read the record to plant"),
         ),
+        // Wait for any of N slots, say which, and hold it until killed.
+        ["hold-slot", path, n] => {
+            let slots = lockfile::slot::SlotCount::new(n.parse().unwrap()).unwrap();
+            let guard = LockOptions::new()
+                .acquire_slot(path, slots)
+                .expect("child acquire");
+            println!("ready {}", guard.slot().unwrap().index);
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        // Take any of N slots over and over until killed; in each critical
+        // section, count the sections the independent detector (markers in
+        // `detect`, see `tests/slots.rs`) shows, twice.
+        ["slot-sections", path, n, detect, counts] => crate::slots::sections(
+            Path::new(path),
+            n.parse().unwrap(),
+            Path::new(detect),
+            Path::new(counts),
+        ),
         // Take the lock, say so, and hold it until killed.
         ["hold", path, job] => {
             let guard = LockOptions::new()

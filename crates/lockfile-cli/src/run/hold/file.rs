@@ -87,13 +87,21 @@ pub(crate) fn acquire(
         opts.claim_tick(claim);
     }
     // `-w 0` is `-n`, as in flock(1).
-    let acquired = if args.nonblock || args.wait == Some(Duration::ZERO) {
-        opts.try_acquire(&args.lockfile)
-    } else {
-        if let Some(wait) = args.wait {
-            opts.timeout(wait);
+    let acquired = match (
+        args.nonblock || args.wait == Some(Duration::ZERO),
+        args.slots,
+    ) {
+        (true, None) => opts.try_acquire(&args.lockfile),
+        (true, Some(slots)) => opts.try_acquire_slot(&args.lockfile, slots),
+        (false, slots) => {
+            if let Some(wait) = args.wait {
+                opts.timeout(wait);
+            }
+            match slots {
+                None => opts.acquire(&args.lockfile),
+                Some(slots) => opts.acquire_slot(&args.lockfile, slots),
+            }
         }
-        opts.acquire(&args.lockfile)
     };
     let guard = acquired.map_err(|e| refused(e, args, job, monitor, name))?;
     let verbose = args.verbose.then(|| {
@@ -225,6 +233,9 @@ impl Hold for FileHold {
     fn env(&self) -> Vec<(&'static str, OsString)> {
         let path = self.guard.path().as_os_str().to_owned();
         let mut env = vec![("LOCKFILE_PATH", path.clone())];
+        if let Some(slot) = self.guard.slot() {
+            env.push(("LOCKFILE_SLOT", slot.index.to_string().into()));
+        }
         if self.watchdog {
             env.push(("LOCKFILE_BEAT", path));
         }
@@ -401,6 +412,8 @@ fn conflict_line(path: &Path, err: &Error) -> String {
     // messages; the path is escaped here, from its bytes.
     let path = crate::term::path(path);
     match err {
+        // It names every slot's holder itself.
+        Error::SlotsHeld { .. } => format!("{err}; not running"),
         Error::Timeout { waited, .. } => format!(
             "gave up after waiting {} for `{path}`: held by {holder}{not_evicted}",
             humantime::format_duration(std::time::Duration::from_secs(waited.as_secs())),

@@ -77,7 +77,11 @@ pub(crate) fn acquire(
         request.claim_tick(claim);
     }
     let name = args.lockfile.to_string_lossy();
-    let lease = match engine.acquire(&name, &request) {
+    let acquired = match args.slots {
+        None => engine.acquire(&name, &request),
+        Some(slots) => lockfile_lease::slots::acquire_slot(engine.as_ref(), &name, slots, &request),
+    };
+    let lease = match acquired {
         Ok(lease) => lease,
         Err(Error::TickUsed {
             tick, run, claim, ..
@@ -186,6 +190,9 @@ impl Hold for LeaseHold {
             ),
             ("LOCKFILE_LEASE", self.lease.name().into()),
         ];
+        if let Some(slot) = self.lease.record().slot {
+            env.push(("LOCKFILE_SLOT", slot.index.to_string().into()));
+        }
         if let Some(beat) = &self.beat {
             env.push(("LOCKFILE_BEAT", beat.path().as_os_str().to_owned()));
         }

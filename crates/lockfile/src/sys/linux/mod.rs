@@ -3,6 +3,7 @@
 //! only gathers what the rest of the crate calls.
 
 mod descriptor;
+mod dir_watch;
 mod identity;
 mod lock_line;
 mod lock_table;
@@ -13,6 +14,7 @@ mod procfs;
 mod wait_timer;
 
 pub(crate) use descriptor::{descriptor_lock, descriptor_path, reopen, shares_locked_file};
+pub(crate) use dir_watch::DirWatch;
 pub(super) use identity::{filesystem_type, noatime_flag};
 pub(crate) use identity::{identity_at, identity_in, identity_of, open_dir_pinned};
 pub(crate) use lock_table::{KernelLocks, held_shared};

@@ -1,0 +1,129 @@
+//! At most N holders of a name across hosts: N leases, one per slot, each
+//! with its own owner record and fencing token, taken through [`Engine`]
+//! alone, so that every engine has slots without a line of its own.
+//!
+//! Slot 0 is the lease `NAME` itself; slot `k` is the lease `NAME@k`, as a
+//! lock file's slots are named (see [`lockfile::slot`]). N is each
+//! holder's own: a holder asking for N takes one of slots `0..N`, and the
+//! number of holders never exceeds the largest N in force; `N = 1` is the
+//! plain lease.
+//!
+//! **Waiting for any slot.** An engine waits on one lease at a time (a
+//! watch, a notification, a poll). A waiter tries every slot, then waits on
+//! one of them with the engine's own wait for at most
+//! [`poll_interval`](crate::engine::poll_interval) of the TTL (a second at
+//! most), then tries every slot again, taking the slots in turn: a freed
+//! slot is taken at once when it is the one waited on, and otherwise within
+//! that interval. Each round costs one request per slot, so that a large N
+//! under a lease costs the server N requests a second per waiter.
+
+use std::time::{Duration, Instant};
+
+use lockfile::record::Slot;
+use lockfile::slot::SlotCount;
+use lockfile::wait::Wait;
+
+use crate::engine::{Engine, Lease, LeaseRequest, poll_interval};
+use crate::{Error, Result};
+
+/// The lease name of slot `index` of `name`: `name` itself for slot 0,
+/// else `name@index`.
+///
+/// ```
+/// assert_eq!(lockfile_lease::slots::slot_name("backup", 0), "backup");
+/// assert_eq!(lockfile_lease::slots::slot_name("backup", 2), "backup@2");
+/// ```
+pub fn slot_name(name: &str, index: u16) -> String {
+    match index {
+        0 => name.to_owned(),
+        k => format!("{name}@{k}"),
+    }
+}
+
+/// Takes one of `slots` slot leases of `name` on `engine` (see the
+/// [module](self)), as `request` says: without waiting, or waiting for any
+/// slot to come free. The lease's record says which slot it is
+/// ([`OwnerRecord::slot`](lockfile::OwnerRecord::slot)).
+///
+/// # Errors
+///
+/// [`Error::SlotsHeld`] naming every slot's holder when all are held (and
+/// the wait, if any, ended); a refused name (the longest slot's name must be
+/// a valid name too); any other error of [`Engine::acquire`] on a slot.
+/// A tick's claim is refused ([`Error::InvalidOptions`]): a run history is
+/// one lease's, and slots are many.
+pub fn acquire_slot(
+    engine: &dyn Engine,
+    name: &str,
+    slots: SlotCount,
+    request: &LeaseRequest,
+) -> Result<Box<dyn Lease>> {
+    let count = slots.get();
+    crate::name::check_name(name)?;
+    crate::name::check_name(&slot_name(name, count - 1))?;
+    if request.tick.is_some() {
+        return Err(Error::InvalidOptions {
+            op: crate::error::Operation::Acquire,
+            key: name.to_owned(),
+            reason: "a tick's claim lives in one lease's run history, and slots are many: slots do not claim ticks".to_owned(),
+        });
+    }
+    let started = Instant::now();
+    let mut attempt = request.clone();
+    let interval = poll_interval(request.ttl.unwrap_or(Duration::from_secs(10)));
+    let mut turn = 0u16;
+    loop {
+        let mut holders = Vec::with_capacity(usize::from(count));
+        for index in 0..count {
+            attempt.wait = Wait::No;
+            match try_slot(engine, name, index, count, &mut attempt)? {
+                Ok(lease) => return Ok(lease),
+                Err(contended) => holders.push(contended),
+            }
+        }
+        let now = Instant::now();
+        let until = match request.wait {
+            Wait::No => None,
+            Wait::Until(deadline) if deadline <= now => {
+                return Err(held(name, count, holders, Some(now - started)));
+            }
+            Wait::Until(deadline) => Some(deadline.min(now + interval)),
+            Wait::Forever => Some(now + interval),
+        };
+        let Some(until) = until else {
+            return Err(held(name, count, holders, None));
+        };
+        // One slot, in turn, waited for the engine's way.
+        attempt.wait = Wait::Until(until);
+        if let Ok(lease) = try_slot(engine, name, turn, count, &mut attempt)? {
+            return Ok(lease);
+        }
+        turn = (turn + 1) % count;
+    }
+}
+
+/// One attempt on slot `index`: the lease, or the contention that names its
+/// holder; any other error ends the acquire.
+fn try_slot(
+    engine: &dyn Engine,
+    name: &str,
+    index: u16,
+    count: u16,
+    request: &mut LeaseRequest,
+) -> Result<std::result::Result<Box<dyn Lease>, Error>> {
+    request.slot = Some(Slot { index, of: count });
+    match engine.acquire(&slot_name(name, index), request) {
+        Ok(lease) => Ok(Ok(lease)),
+        Err(e) if e.is_contended() => Ok(Err(e)),
+        Err(e) => Err(e),
+    }
+}
+
+fn held(name: &str, count: u16, holders: Vec<Error>, waited: Option<Duration>) -> Error {
+    Error::SlotsHeld {
+        name: name.to_owned(),
+        count,
+        waited,
+        holders,
+    }
+}

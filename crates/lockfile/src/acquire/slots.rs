@@ -1,0 +1,203 @@
+//! Taking any one of N slots (see [`crate::slot`]): each slot is a lock file
+//! taken by the one path every lock takes; this file only chooses which to
+//! try, and waits for any of them.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::probe::may_be_free;
+use crate::error::Operation;
+use crate::guard::LockGuard;
+use crate::record::Slot;
+use crate::slot::{SlotCount, SlotHolder, slot_of, slot_path};
+use crate::sys::DirWatch;
+use crate::{Error, LockOptions, Result, Wait};
+
+/// How often a waiter tries every slot, whatever inotify said.
+const SWEEP: Duration = Duration::from_secs(1);
+/// How often it tries them without inotify.
+const POLL: Duration = Duration::from_millis(100);
+
+impl LockOptions {
+    /// Takes one of `slots` slots of the lock file `path` (see
+    /// [`crate::slot`] for the files and what N means), waiting while every
+    /// one is held: as long as it takes, or up to
+    /// [`timeout`](LockOptions::timeout). The guard's
+    /// [`slot`](LockGuard::slot) says which; its [`path`](LockGuard::path)
+    /// is that slot's file.
+    ///
+    /// A slot's record is what tells it from a plain lock, so it is never
+    /// taken without one: [`record_optional`](Self::record_optional) is
+    /// ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SlotsHeld`] when the timeout passed (naming every slot's
+    /// holder); an [`Error`] naming the slot's file when one cannot be
+    /// opened, locked or written; [`Error::Io`] with
+    /// [`io::ErrorKind::InvalidInput`] for a shared lock or a tick's claim,
+    /// which slots do not take.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # fn main() -> Result<(), lockfile::Error> {
+    /// use lockfile::LockOptions;
+    /// use lockfile::slot::SlotCount;
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("gpu.lock");
+    /// let two = SlotCount::new(2).unwrap();
+    /// let first = LockOptions::new().try_acquire_slot(&path, two)?;
+    /// let second = LockOptions::new().try_acquire_slot(&path, two)?;
+    /// assert_eq!((first.slot().unwrap().index, second.slot().unwrap().index), (0, 1));
+    /// let third = LockOptions::new().try_acquire_slot(&path, two).unwrap_err();
+    /// assert!(third.is_contended()); // "all 2 slots of `…/gpu.lock` are held: slot 0 by pid …"
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn acquire_slot(&self, path: impl AsRef<Path>, slots: SlotCount) -> Result<LockGuard> {
+        lock_slot(self, path.as_ref(), slots, Wait::up_to(self.timeout))
+    }
+
+    /// Takes one of `slots` slots of the lock file `path` if any is free,
+    /// without waiting. See [`acquire_slot`](Self::acquire_slot).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SlotsHeld`] naming every slot's holder when all are held; as
+    /// [`acquire_slot`](Self::acquire_slot) otherwise.
+    pub fn try_acquire_slot(&self, path: impl AsRef<Path>, slots: SlotCount) -> Result<LockGuard> {
+        lock_slot(self, path.as_ref(), slots, Wait::No)
+    }
+}
+
+fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> Result<LockGuard> {
+    let refuse = |why: &str| {
+        Err(Error::Io {
+            op: Operation::Lock,
+            path: path.to_owned(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, why.to_owned()),
+        })
+    };
+    if opts.shared {
+        return refuse("a slot is taken exclusively: slots and a shared lock do not go together");
+    }
+    if opts.claim_tick.is_some() {
+        return refuse(
+            "a tick's claim lives in one lock file, and slots are many: slots do not claim ticks",
+        );
+    }
+    let started = Instant::now();
+    let mut opts = opts.clone();
+    opts.record_optional = false;
+    // The watch comes first, so that a slot freed during the first round of
+    // attempts still wakes the wait that follows it.
+    let mut watch = match wait {
+        Wait::No => None,
+        _ => DirWatch::new(crate::paths::parent_dir(path)).ok(),
+    };
+    let base = path.file_name().unwrap_or(OsStr::new(""));
+    let all = || (0..count.get()).collect::<BTreeSet<u16>>();
+    let mut due = all();
+    let mut swept_at = started;
+    loop {
+        for &index in &due {
+            let file = slot_path(path, index);
+            // A waiter looks before it tries: its look is read-only, and wakes
+            // no other waiter (see `crate::slot`).
+            if wait != Wait::No && !may_be_free(&file) {
+                continue;
+            }
+            if let Some(guard) = try_slot(&mut opts, &file, index, count)? {
+                return Ok(guard);
+            }
+        }
+        let now = Instant::now();
+        let left = match wait {
+            Wait::No => return held(&mut opts, path, count, None),
+            Wait::Until(deadline) if deadline <= now => {
+                return held(&mut opts, path, count, Some(now - started));
+            }
+            Wait::Until(deadline) => deadline - now,
+            Wait::Forever => SWEEP,
+        };
+        due.clear();
+        match &mut watch {
+            Some(watch) => {
+                let nap = left.min(SWEEP.saturating_sub(swept_at.elapsed()));
+                let overflowed = watch
+                    .wait(nap, &mut |name| {
+                        if let Some(index) = slot_of(base, name).filter(|&i| i < count.get()) {
+                            due.insert(index);
+                        }
+                    })
+                    .unwrap_or(true);
+                if overflowed || swept_at.elapsed() >= SWEEP {
+                    due = all();
+                    swept_at = Instant::now();
+                }
+            }
+            None => {
+                std::thread::sleep(left.min(POLL));
+                due = all();
+            }
+        }
+    }
+}
+
+/// One attempt on slot `index`'s file: the guard, `None` when it is held,
+/// or the error that names the file.
+fn try_slot(
+    opts: &mut LockOptions,
+    file: &Path,
+    index: u16,
+    count: SlotCount,
+) -> Result<Option<LockGuard>> {
+    opts.slot = Some(Slot {
+        index,
+        of: count.get(),
+    });
+    match super::lock(opts, file, Wait::No) {
+        Ok(guard) => Ok(Some(guard)),
+        Err(e) if e.is_contended() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// One last attempt on each slot, which takes one that came free meanwhile,
+/// else the error for N held slots, naming each holder.
+fn held(
+    opts: &mut LockOptions,
+    path: &Path,
+    count: SlotCount,
+    waited: Option<Duration>,
+) -> Result<LockGuard> {
+    let mut holders = Vec::with_capacity(usize::from(count.get()));
+    for index in 0..count.get() {
+        opts.slot = Some(Slot {
+            index,
+            of: count.get(),
+        });
+        match super::lock(opts, &slot_path(path, index), Wait::No) {
+            Err(Error::Contended {
+                owner,
+                holders: kernel,
+                ..
+            }) => holders.push(SlotHolder {
+                slot: index,
+                owner,
+                holders: kernel,
+            }),
+            taken_or_failed => return taken_or_failed,
+        }
+    }
+    Err(Error::SlotsHeld {
+        path: path.to_owned(),
+        count: count.get(),
+        waited,
+        holders,
+    })
+}

@@ -32,6 +32,9 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
     if let Some(d) = args.stale_after {
         opts.stale_after(d);
     }
+    if let Some(d) = args.saturated_after {
+        opts.saturated_after(d);
+    }
     opts.max_failures(args.max_failures);
     let status = if args.engine.chosen() {
         let engine = match crate::lease::engine(&args.engine, None) {

@@ -1301,3 +1301,17 @@ fn the_alert_rules_name_only_lease_metrics_that_are_written() {
         &etcd.endpoint,
     ]);
 }
+
+#[test]
+fn slots_take_one_lease_each_and_a_waiter_takes_a_killed_holders_slot() {
+    let etcd = Etcd::start();
+    let lease = ["--etcd", &etcd.endpoint];
+    common::lease_slots::n_runs_hold_n_slot_leases(&lease);
+}
+
+#[test]
+fn at_most_n_slot_holders_at_once_while_holders_are_killed() {
+    let etcd = Etcd::start();
+    let lease = ["--etcd", &etcd.endpoint];
+    common::lease_slots::the_bound_holds_under_chaos(&lease);
+}

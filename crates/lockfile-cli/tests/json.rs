@@ -74,6 +74,11 @@ fn docs_json_lists_every_key_written_and_no_other() {
     let mut orphan = start(&[], &orphaned, "echo ready; exec sleep 60");
     signal(orphan.pid(), "KILL");
     orphan.reap();
+    // A set of two slots: slot 0 held, slot 1 taken and released.
+    let set = path("set.lock");
+    let _slot_holder = start(&["--slots", "2"], &set, "echo ready; exec sleep 60");
+    let out = run_output(&["run", "-n", "--slots", "2", s(&set), "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     // A lock held by its wrapper, silent past a short threshold.
     let held = path("held.lock");
     let holder = start(&[], &held, "echo ready; exec sleep 60");

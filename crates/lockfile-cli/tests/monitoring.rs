@@ -1560,6 +1560,11 @@ fn the_alert_rules_pass_promtool_and_name_only_metrics_that_are_written() {
         "true",
     ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    // A set of two slots (`--slots`), one held: the slot metrics.
+    let set = locks.join("slots.lock");
+    let _holder = common::start(&["--slots", "2"], &set, "echo ready; exec sleep 60");
+    let out = run_output(&["run", "--slots", "2", s(&set), "true"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     let mut written = std::collections::BTreeSet::new();
     for entry in std::fs::read_dir(&metrics).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();

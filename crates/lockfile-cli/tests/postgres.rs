@@ -1694,3 +1694,17 @@ fn docs_json_lists_every_key_of_a_lease() {
     let pg = server();
     common::json_doc::assert_lease_keys(&["--postgres", &pg.url()]);
 }
+
+#[test]
+fn slots_take_one_lease_each_and_a_waiter_takes_a_killed_holders_slot() {
+    let pg = server();
+    let lease = ["--postgres", &pg.url()];
+    common::lease_slots::n_runs_hold_n_slot_leases(&lease);
+}
+
+#[test]
+fn at_most_n_slot_holders_at_once_while_holders_are_killed() {
+    let pg = server();
+    let lease = ["--postgres", &pg.url()];
+    common::lease_slots::the_bound_holds_under_chaos(&lease);
+}

@@ -580,3 +580,17 @@ fn the_tick_metrics_are_the_claims_on_redis() {
     let redis = Redis::start();
     common::ticks::the_tick_metrics_are_the_claims(&["--redis", &redis.url(), "metered"]);
 }
+
+#[test]
+fn slots_take_one_lease_each_and_a_waiter_takes_a_killed_holders_slot() {
+    let redis = Redis::start();
+    let lease = ["--redis", &redis.url()];
+    common::lease_slots::n_runs_hold_n_slot_leases(&lease);
+}
+
+#[test]
+fn at_most_n_slot_holders_at_once_while_holders_are_killed() {
+    let redis = Redis::start();
+    let lease = ["--redis", &redis.url()];
+    common::lease_slots::the_bound_holds_under_chaos(&lease);
+}

@@ -328,6 +328,7 @@ fn slots_held(name: &str, count: u16, holders: &[Error], waited: Option<Duration
             "gave up waiting for any of the {count} slots of `{name}` after {}: ",
             humantime::format_duration(Duration::from_secs(waited.as_secs()))
         ),
+        None if count == 1 => format!("the one slot of `{name}` is held: "),
         None => format!("all {count} slots of `{name}` are held: "),
     };
     let named: Vec<String> = holders

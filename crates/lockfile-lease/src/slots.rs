@@ -14,8 +14,10 @@
 //! [`poll_interval`](crate::engine::poll_interval) of the TTL (a second at
 //! most), then tries every slot again, taking the slots in turn: a freed
 //! slot is taken at once when it is the one waited on, and otherwise within
-//! that interval. Each round costs one request per slot, so that a large N
-//! under a lease costs the server N requests a second per waiter.
+//! that interval. Each try is a whole [`Engine::acquire`] (a connection,
+//! and on etcd a lease grant and revoke), so a round costs N of them: a
+//! large N under a lease costs the server N acquisitions a second per
+//! waiter.
 
 use std::time::{Duration, Instant};
 

@@ -206,6 +206,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "engine")]
     pub stale_after: Option<Duration>,
 
+    /// WARNING `saturated` when LOCKFILE is slot 0 of a set (`run --slots`)
+    /// and every slot has been held for longer than DURATION. A set is
+    /// found without being told N, and judged as one job: each slot's
+    /// verdicts, silence on the set's latest success. Lock files only.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "engine")]
+    pub saturated_after: Option<Duration>,
+
     /// Print one JSON object: status, code, verdicts and the inspect report.
     #[arg(long)]
     pub json: bool,

@@ -226,8 +226,8 @@ fn report_row(path: String, r: &LockReport, now: SystemTime) -> ([String; 9], Ve
     (row, notes)
 }
 
-/// `slots: 2 of 3 held (N = 3 in the latest record)`: how many of a set's
-/// slots are held, of the largest N its records state.
+/// `slots: 2 of 3 held`: how many of a set's slots are held, of the
+/// largest N its records state.
 pub(crate) fn slots_note(r: &LockReport) -> String {
     let held = r
         .with_slots()

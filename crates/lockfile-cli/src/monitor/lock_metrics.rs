@@ -57,15 +57,39 @@ pub(crate) const INSPECT_ERROR: Family = Family::gauge(
     "1 when the path could not be inspected, 0 when it was.",
 );
 
+const SLOTS: Family = Family::gauge(
+    "lockfile_lock_slots",
+    "For slot 0 of a set of slots (run --slots): how many slots there are, the largest N its holders' records state.",
+);
+const SLOTS_HELD: Family = Family::gauge(
+    "lockfile_lock_slots_held",
+    "For slot 0 of a set of slots (run --slots): how many of its slots are held.",
+);
+
+/// A set's N: the largest its records state, or the files found.
+fn slot_count(r: &LockReport) -> usize {
+    r.with_slots()
+        .filter_map(|s| s.owner.as_ref()?.slot.map(|slot| usize::from(slot.of)))
+        .max()
+        .unwrap_or(r.slots.len() + 1)
+}
+
 /// The samples of every outcome. A path given twice (or a file and its
 /// directory) is exported once: a repeated series would make the collector
 /// refuse the whole file.
 pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> String {
     let mut seen = HashSet::new();
+    // A set of slots is exported slot by slot, each under its own file's
+    // path, as any lock file is, plus the set's size and how many hold it.
     let outcomes: Vec<(String, Option<&LockReport>)> = outcomes
         .iter()
-        .filter(|(path, _)| seen.insert(path.clone()))
-        .map(|(path, r)| (path.to_string_lossy().into_owned(), r.as_ref().ok()))
+        .flat_map(|(path, r)| {
+            let slots = r.as_ref().map(|r| &r.slots[..]).unwrap_or_default();
+            std::iter::once((path, r.as_ref().ok()))
+                .chain(slots.iter().map(|slot| (&slot.path, Some(slot))))
+        })
+        .filter(|(path, _)| seen.insert((*path).clone()))
+        .map(|(path, r)| (path.to_string_lossy().into_owned(), r))
         .collect();
     let reports: Vec<(&str, &LockReport)> = outcomes
         .iter()
@@ -152,6 +176,25 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
                             1.0,
                         )
                     })
+            })
+            .collect(),
+    );
+    e.family_of(
+        &SLOTS,
+        reports
+            .iter()
+            .filter(|(_, r)| !r.slots.is_empty())
+            .map(|&(lock, r)| (vec![("lock", lock)], slot_count(r) as f64))
+            .collect(),
+    );
+    e.family_of(
+        &SLOTS_HELD,
+        reports
+            .iter()
+            .filter(|(_, r)| !r.slots.is_empty())
+            .map(|&(lock, r)| {
+                let held = r.with_slots().filter(|s| s.state == LockState::Held);
+                (vec![("lock", lock)], held.count() as f64)
             })
             .collect(),
     );

@@ -138,6 +138,18 @@ impl Monitor {
         self.skipped(line, || lockfile::inspect(lock).ok()?.unhealthy());
     }
 
+    /// A skip because every slot of the set at `lock` is held: as
+    /// [`skipped_file`](Self::skipped_file), unhealthy when any slot's
+    /// holder is.
+    pub(crate) fn skipped_slots(&mut self, lock: &Path, line: &str) {
+        self.skipped(line, || {
+            let set = lockfile::inspect::InspectOptions::new()
+                .inspect_slots(lock)
+                .ok()?;
+            set.with_slots().find_map(lockfile::LockReport::unhealthy)
+        });
+    }
+
     /// COMMAND is about to start as the run `token`, having claimed `tick`
     /// (its time, and the ticks' period) under `--once-per`. The start ping
     /// holds it back for a few seconds at most.

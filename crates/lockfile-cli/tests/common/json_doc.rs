@@ -118,6 +118,8 @@ fn inner_section(section: &str, key: &str, child: &Value) -> Option<&'static str
     Some(match (section, key) {
         (_, "owner") => "owner",
         ("owner", "evicted") => "evicted",
+        ("owner", "slot") => "slot",
+        ("inspect", "slots") => "inspect",
         (_, "holders") => "holder",
         (_, "last_run") => "last_run",
         (_, "last_claimed_tick") => "claim",

@@ -9,6 +9,7 @@ pub(crate) mod hung_lease;
 pub(crate) mod json_doc;
 pub(crate) mod lease_faults;
 pub(crate) mod lease_run;
+pub(crate) mod lease_slots;
 pub(crate) mod ping;
 pub(crate) mod prometheus;
 pub(crate) mod ticks;

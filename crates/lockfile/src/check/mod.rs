@@ -30,6 +30,8 @@
 mod health;
 mod missed;
 mod options;
+mod path;
+mod slots;
 mod subject;
 mod verdict;
 

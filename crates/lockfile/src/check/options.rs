@@ -1,13 +1,11 @@
 //! `CheckOptions`: what a check expects of a job.
 
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::missed::missed_ticks;
 use super::{Health, Subject, Verdict, VerdictKind};
 use crate::inspect::{InspectOptions, Severity};
 use crate::tick::Schedule;
-use crate::{LockReport, Result};
 
 /// What a check expects of a job: how often it succeeds, how long a run
 /// may hold the lock, how many failures in a row are allowed, and its
@@ -18,6 +16,7 @@ pub struct CheckOptions {
     inspect: InspectOptions,
     max_failures: u32,
     schedule: Option<Schedule>,
+    pub(super) saturated_after: Option<Duration>,
 }
 
 impl Default for CheckOptions {
@@ -34,6 +33,7 @@ impl CheckOptions {
             inspect: InspectOptions::new(),
             max_failures: 1,
             schedule: None,
+            saturated_after: None,
         }
     }
 
@@ -76,17 +76,18 @@ impl CheckOptions {
         self
     }
 
+    /// `saturated` (warning) when every slot of a set (see
+    /// [`crate::slot`]) has been held for longer than `after`: a job that
+    /// needs more slots, or whose runs hang.
+    pub fn saturated_after(&mut self, after: Duration) -> &mut Self {
+        self.saturated_after = Some(after);
+        self
+    }
+
     /// The inspection these options ask for, for a report to be judged
     /// with [`judge`](Self::judge) (a lease's report is judged with them).
     pub fn inspect_options(&self) -> &InspectOptions {
         &self.inspect
-    }
-
-    /// Inspects the lock file at `path` and judges it now. An error is a
-    /// file that could not be inspected: a check says `UNKNOWN` for it.
-    pub fn check(&self, path: impl AsRef<Path>) -> Result<Health<LockReport>> {
-        let report = self.inspect.inspect(path)?;
-        Ok(self.judge(report, SystemTime::now()))
     }
 
     /// Judges a report made with [`inspect_options`](Self::inspect_options)

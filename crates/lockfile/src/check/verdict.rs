@@ -85,6 +85,9 @@ pub enum VerdictKind {
     /// `future_time`: a time in the history lies in the future, so it was
     /// not believed.
     FutureTime,
+    /// `saturated`: every slot of a set has been held for longer than
+    /// `saturated_after`.
+    Saturated,
     /// A kind this version does not know, read from a later one's JSON.
     #[serde(other)]
     Other,
@@ -102,6 +105,7 @@ impl VerdictKind {
             VerdictKind::MissedTicks => "missed_ticks",
             VerdictKind::PlantedFile => "planted_file",
             VerdictKind::FutureTime => "future_time",
+            VerdictKind::Saturated => "saturated",
             VerdictKind::Other => "other",
         }
     }

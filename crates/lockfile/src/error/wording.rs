@@ -34,11 +34,13 @@ pub(super) fn slots_held(
 ) -> String {
     const NAMED: usize = 3;
     let mut said = match waited {
+        // Whole seconds, as every message of a wait says.
         Some(waited) => format!(
             "gave up waiting for any of the {count} slots of `{}` after {}: ",
             crate::text::path(path),
-            humantime::format_duration(waited)
+            humantime::format_duration(std::time::Duration::from_secs(waited.as_secs()))
         ),
+        None if count == 1 => format!("the one slot of `{}` is held: ", crate::text::path(path)),
         None => format!(
             "all {count} slots of `{}` are held: ",
             crate::text::path(path)

@@ -186,7 +186,11 @@ fn refused(e: Error, args: &RunArgs, job: &str, monitor: &mut Monitor, name: &st
             }
             // flock(1) says nothing on a conflict (its --verbose line aside).
             if !args.flock_compat {
-                monitor.skipped_file(&args.lockfile, &conflict_line(&args.lockfile, &e));
+                let line = conflict_line(&args.lockfile, &e);
+                match args.slots {
+                    None => monitor.skipped_file(&args.lockfile, &line),
+                    Some(_) => monitor.skipped_slots(&args.lockfile, &line),
+                }
             }
             i32::from(args.conflict_exit_code)
         }

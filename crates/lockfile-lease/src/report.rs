@@ -76,6 +76,11 @@ pub struct LeaseReport {
     /// `future_time` (a time in the history or the owner record that no run
     /// can have written yet: it is not believed).
     pub findings: Vec<Finding>,
+    /// The lease's other slots (`NAME@1` and up), when it is slot 0 of a
+    /// set (see [`crate::slots`]), in slot order: filled by
+    /// [`slots::inspect_slots`](crate::slots::inspect_slots) and
+    /// [`slots::gather`](crate::slots::gather); empty otherwise.
+    pub slots: Vec<LeaseReport>,
     /// The history's times as read, before [`judged`](LeaseReport::judged)
     /// left out those it may not believe: each judgement starts from them.
     read: Box<BelievedHistory>,
@@ -115,6 +120,7 @@ impl LeaseReport {
             last_claimed_tick: None,
             history_error: None,
             findings: Vec::new(),
+            slots: Vec::new(),
             read: Box::default(),
         }
     }
@@ -181,6 +187,10 @@ impl LeaseReport {
             .filter(|o| InspectOptions::believed(TimeField::Acquired, o.acquired_at, now, findings))
             .map(|o| (o, now.duration_since(o.acquired_at).unwrap_or_default()));
         opts.judge_run(held, self.last_success, now, findings);
+        self.slots = std::mem::take(&mut self.slots)
+            .into_iter()
+            .map(|slot| slot.judged(opts, now))
+            .collect();
         self
     }
 }
@@ -208,9 +218,18 @@ impl lockfile::check::Subject for LeaseReport {
 }
 
 impl LeaseReport {
-    /// The most severe finding's severity, if any.
+    /// The most severe finding's severity, its slots' included, if any.
     pub fn severity(&self) -> Option<Severity> {
-        self.findings.iter().map(Finding::severity).max()
+        let own = self.findings.iter().map(Finding::severity).max();
+        self.slots
+            .iter()
+            .map(LeaseReport::severity)
+            .fold(own, Ord::max)
+    }
+
+    /// This report and its slots' (slot 0 first), or itself alone.
+    pub fn with_slots(&self) -> impl Iterator<Item = &LeaseReport> {
+        std::iter::once(self).chain(&self.slots)
     }
 }
 
@@ -237,6 +256,8 @@ impl Serialize for LeaseReport {
             #[serde(skip_serializing_if = "Option::is_none")]
             history_error: Option<&'a str>,
             findings: Vec<Described<'a>>,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            slots: &'a [LeaseReport],
         }
         ReportJson {
             version: lockfile::json::VERSION,
@@ -257,6 +278,7 @@ impl Serialize for LeaseReport {
             last_claimed_tick: self.last_claimed_tick.as_ref(),
             history_error: self.history_error.as_deref(),
             findings: self.findings.iter().map(Finding::described).collect(),
+            slots: &self.slots,
         }
         .serialize(s)
     }
@@ -290,6 +312,8 @@ impl<'de> Deserialize<'de> for LeaseReport {
             history_error: Option<String>,
             #[serde(deserialize_with = "lockfile::inspect::known_findings")]
             findings: Vec<Finding>,
+            #[serde(default)]
+            slots: Vec<LeaseReport>,
         }
         let secs = |s: Option<f64>| s.and_then(|s| Duration::try_from_secs_f64(s).ok());
         let r = ReadJson::deserialize(d)?;
@@ -319,6 +343,7 @@ impl<'de> Deserialize<'de> for LeaseReport {
             last_claimed_tick: r.last_claimed_tick,
             history_error: r.history_error,
             findings: r.findings,
+            slots: r.slots,
             read: Box::new(read),
         })
     }

@@ -26,7 +26,8 @@ use lockfile::slot::SlotCount;
 use lockfile::wait::Wait;
 
 use crate::engine::{Engine, Lease, LeaseRequest, poll_interval};
-use crate::{Error, Result};
+use crate::report::LeaseState;
+use crate::{Error, LeaseReport, Result};
 
 /// The lease name of slot `index` of `name`: `name` itself for slot 0,
 /// else `name@index`.
@@ -118,6 +119,100 @@ fn try_slot(
         Ok(lease) => Ok(Ok(lease)),
         Err(e) if e.is_contended() => Ok(Err(e)),
         Err(e) => Err(e),
+    }
+}
+
+/// Inspects the lease on `name` with its slots, when it is slot 0 of a set:
+/// the leases `NAME@1` … `NAME@(N-1)`, N the largest its slots' holders
+/// record, each kept when its record says it is that slot or when it is
+/// free (a released lease keeps no record). Found from the records, never
+/// told N: a set whose every holder is gone shows as its slot 0 alone.
+///
+/// # Errors
+///
+/// As [`Engine::inspect`] of `name`; a slot that cannot be inspected is
+/// left out.
+pub fn inspect_slots(engine: &dyn Engine, name: &str) -> Result<LeaseReport> {
+    let mut report = engine.inspect(name)?;
+    let mut n = of(&report);
+    let mut index = 1;
+    while index < n {
+        if let Ok(slot) = engine.inspect(&slot_name(name, index)) {
+            n = n.max(of(&slot));
+            if is_slot(&slot, index) {
+                report.slots.push(slot);
+            }
+        }
+        index += 1;
+    }
+    Ok(report)
+}
+
+/// Gathers a listing of leases ([`Engine::inspect_all`]): each slot's lease
+/// (`NAME@K`, its record saying it is slot K, or free with K below the N of
+/// its set's holders) moves under its slot 0's report. Everything else
+/// keeps its place.
+pub fn gather(reports: Vec<LeaseReport>) -> Vec<LeaseReport> {
+    let mut n_of: std::collections::HashMap<String, u16> = std::collections::HashMap::new();
+    for report in &reports {
+        if let Some(slot) = report.owner.as_ref().and_then(|o| o.slot) {
+            let base = base_of(&report.name).map_or(report.name.as_str(), |(base, _)| base);
+            let n = n_of.entry(base.to_owned()).or_default();
+            *n = (*n).max(slot.of);
+        }
+    }
+    let mut out: Vec<LeaseReport> = Vec::with_capacity(reports.len());
+    let mut slots: Vec<(String, LeaseReport)> = Vec::new();
+    for report in reports {
+        match base_of(&report.name) {
+            Some((base, index))
+                if n_of.get(base).is_some_and(|&n| index < n) && is_slot(&report, index) =>
+            {
+                slots.push((base.to_owned(), report));
+            }
+            _ => out.push(report),
+        }
+    }
+    for (base, slot) in slots {
+        match out.iter_mut().find(|r| r.name == base) {
+            Some(zero) => zero.slots.push(slot),
+            None => out.push(slot),
+        }
+    }
+    for report in &mut out {
+        report
+            .slots
+            .sort_by_key(|s| base_of(&s.name).map(|(_, i)| i));
+    }
+    out
+}
+
+/// `NAME@K` → (`NAME`, K), for 1 ≤ K < 1,024 written without leading
+/// zeros: the names [`slot_name`] gives.
+fn base_of(name: &str) -> Option<(&str, u16)> {
+    let (base, digits) = name.rsplit_once('@')?;
+    if base.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let index: u16 = digits.parse().ok()?;
+    (index < lockfile::slot::MAX_SLOTS).then_some((base, index))
+}
+
+/// The N a lease's holder recorded, or 0.
+fn of(report: &LeaseReport) -> u16 {
+    report
+        .owner
+        .as_ref()
+        .and_then(|o| o.slot)
+        .map_or(0, |s| s.of)
+}
+
+/// Whether the lease is slot `index` of a set: its record says so, or it
+/// is free.
+fn is_slot(report: &LeaseReport, index: u16) -> bool {
+    match report.owner.as_ref() {
+        Some(owner) => owner.slot.is_some_and(|s| s.index == index),
+        None => report.state == LeaseState::Free,
     }
 }
 

@@ -148,7 +148,10 @@ fn table(outcomes: &[Outcome]) -> String {
             Ok(r) => {
                 let (row, mut note) = report_row(crate::term::path(path), r, now);
                 if !r.slots.is_empty() {
-                    note.push(format!("  note: {}", slots_note(r)));
+                    note.push(format!(
+                        "  note: {}",
+                        slots_note(r.with_slots().map(|s| (s.state, s.owner.as_ref())))
+                    ));
                 }
                 rows.push(row);
                 notes.push(note);
@@ -226,19 +229,19 @@ fn report_row(path: String, r: &LockReport, now: SystemTime) -> ([String; 9], Ve
     (row, notes)
 }
 
-/// `slots: 2 of 3 held`: how many of a set's slots are held, of the
-/// largest N its records state.
-pub(crate) fn slots_note(r: &LockReport) -> String {
-    let held = r
-        .with_slots()
-        .filter(|s| s.state == lockfile::LockState::Held)
-        .count();
-    let n = r
-        .with_slots()
-        .filter_map(|s| s.owner.as_ref()?.slot.map(|slot| usize::from(slot.of)))
-        .max()
-        .unwrap_or(r.slots.len() + 1);
-    format!("slots: {held} of {n} held")
+/// `slots: 2 of 3 held`: how many of a set's slots (each its state and
+/// record) are held, of the largest N its records state (else the slots
+/// found).
+pub(crate) fn slots_note<'a>(
+    slots: impl Iterator<Item = (lockfile::LockState, Option<&'a lockfile::OwnerRecord>)>,
+) -> String {
+    let (mut held, mut found, mut n) = (0, 0, 0);
+    for (state, owner) in slots {
+        found += 1;
+        held += usize::from(state == lockfile::LockState::Held);
+        n = n.max(owner.and_then(|o| o.slot).map_or(0, |s| usize::from(s.of)));
+    }
+    format!("slots: {held} of {} held", n.max(found))
 }
 
 /// The heartbeat's age, then who keeps it and how often they promised:

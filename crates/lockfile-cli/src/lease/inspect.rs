@@ -38,13 +38,24 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
     let text = match args.format() {
         Format::Table => table(&outcomes),
         Format::Json => json(engine.kind(), &outcomes),
+        // A set of slots is exported lease by lease, as any lease is.
         Format::Prometheus => lease_metrics::render(
             &outcomes
                 .iter()
-                .map(|(name, r)| Outcome {
-                    engine: engine.kind(),
-                    name,
-                    report: r.as_ref().ok(),
+                .flat_map(|(name, r)| match r {
+                    Ok(r) => r
+                        .with_slots()
+                        .map(|r| Outcome {
+                            engine: engine.kind(),
+                            name: &r.name,
+                            report: Some(r),
+                        })
+                        .collect(),
+                    Err(_) => vec![Outcome {
+                        engine: engine.kind(),
+                        name,
+                        report: None,
+                    }],
                 })
                 .collect::<Vec<_>>(),
         ),
@@ -64,7 +75,7 @@ fn collect(
 ) -> Vec<(String, lockfile_lease::Result<LeaseReport>)> {
     if args.paths.is_empty() {
         return match engine.inspect_all() {
-            Ok(reports) => reports
+            Ok(reports) => lockfile_lease::slots::gather(reports)
                 .into_iter()
                 .map(|r| (r.name.clone(), Ok(r)))
                 .collect(),
@@ -75,7 +86,7 @@ fn collect(
         .iter()
         .map(|name| {
             let name = name.to_string_lossy().into_owned();
-            let report = engine.inspect(&name);
+            let report = lockfile_lease::slots::inspect_slots(engine, &name);
             (name, report)
         })
         .collect()
@@ -120,37 +131,19 @@ fn table(outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {
     for (name, r) in outcomes {
         match r {
             Ok(r) => {
-                let owner = r.owner.as_ref();
-                rows.push([
-                    crate::term::escape(name).into_owned(),
-                    r.state.to_string(),
-                    owner.map_or_else(dash, |o| o.pid.to_string()),
-                    owner.map_or_else(dash, |o| crate::term::escape(&o.hostname).into_owned()),
-                    owner
-                        .and_then(|o| o.job.as_deref())
-                        .map_or_else(dash, |job| crate::term::escape(job).into_owned()),
-                    r.fencing_token.map_or_else(dash, |t| t.to_string()),
-                    r.ttl_remaining
-                        .map_or_else(dash, |t| format!("{}s", t.as_secs())),
-                    r.last_success.map_or("never".to_owned(), |t| {
-                        format!("{} ago", short(now.duration_since(t).ok()))
-                    }),
-                    r.last_run
-                        .as_ref()
-                        .map_or_else(dash, |run| run.outcome.to_string()),
-                ]);
-                notes.push(
-                    r.findings
-                        .iter()
-                        .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
-                        .chain(
-                            r.content_error
-                                .iter()
-                                .chain(&r.history_error)
-                                .map(|e| format!("  note: {e}")),
-                        )
-                        .collect(),
-                );
+                let (row, mut note) = lease_row(crate::term::escape(name).into_owned(), r, now);
+                if !r.slots.is_empty() {
+                    let slots = r.with_slots().map(|s| (s.state, s.owner.as_ref()));
+                    note.push(format!("  note: {}", crate::inspect::slots_note(slots)));
+                }
+                rows.push(row);
+                notes.push(note);
+                for slot in &r.slots {
+                    let (row, note) =
+                        lease_row(format!("  {}", crate::term::escape(&slot.name)), slot, now);
+                    rows.push(row);
+                    notes.push(note);
+                }
             }
             Err(e) => {
                 let mut row: [String; 9] = std::array::from_fn(|_| dash());
@@ -162,4 +155,40 @@ fn table(outcomes: &[(String, lockfile_lease::Result<LeaseReport>)]) -> String {
         }
     }
     aligned(&rows, &notes)
+}
+
+/// A lease's row and its notes, the name cell given.
+fn lease_row(name: String, r: &LeaseReport, now: SystemTime) -> ([String; 9], Vec<String>) {
+    let dash = || "-".to_owned();
+    let owner = r.owner.as_ref();
+    let row = [
+        name,
+        r.state.to_string(),
+        owner.map_or_else(dash, |o| o.pid.to_string()),
+        owner.map_or_else(dash, |o| crate::term::escape(&o.hostname).into_owned()),
+        owner
+            .and_then(|o| o.job.as_deref())
+            .map_or_else(dash, |job| crate::term::escape(job).into_owned()),
+        r.fencing_token.map_or_else(dash, |t| t.to_string()),
+        r.ttl_remaining
+            .map_or_else(dash, |t| format!("{}s", t.as_secs())),
+        r.last_success.map_or("never".to_owned(), |t| {
+            format!("{} ago", short(now.duration_since(t).ok()))
+        }),
+        r.last_run
+            .as_ref()
+            .map_or_else(dash, |run| run.outcome.to_string()),
+    ];
+    let notes = r
+        .findings
+        .iter()
+        .map(|f| format!("  {} {}: {f}", f.severity(), f.kind()))
+        .chain(
+            r.content_error
+                .iter()
+                .chain(&r.history_error)
+                .map(|e| format!("  note: {e}")),
+        )
+        .collect();
+    (row, notes)
 }

@@ -120,6 +120,7 @@ fn inner_section(section: &str, key: &str, child: &Value) -> Option<&'static str
         ("owner", "evicted") => "evicted",
         ("owner", "slot") => "slot",
         ("inspect", "slots") => "inspect",
+        ("lease", "slots") => "lease",
         (_, "holders") => "holder",
         (_, "last_run") => "last_run",
         (_, "last_claimed_tick") => "claim",
@@ -208,6 +209,8 @@ pub(crate) fn assert_lease_keys(engine: &[&str]) {
         &[
             ("lease", "content_error"),
             ("lease", "history_error"),
+            // Written for a set of slots, which `lease_slots.rs` asserts.
+            ("lease", "slots"),
             ("check", "error"),
         ],
     );

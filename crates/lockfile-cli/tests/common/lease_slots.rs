@@ -29,10 +29,7 @@ pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
     assert_eq!(code(&out), 75, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("all 2 slots of `gpu` are held"), "{err}");
-    assert!(
-        err.contains(&format!("pid {}", first.pid())) || err.contains("pid "),
-        "{err}"
-    );
+    assert!(err.contains(&format!("pid {}", first.pid())), "{err}");
 
     let out = inspect(lease, &["gpu@1"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -40,6 +37,28 @@ pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
         json[0]["owner"]["slot"],
         serde_json::json!({"index": 1, "of": 2}),
         "{json:#}"
+    );
+    // The set is one entry, by its name and in the listing of every lease.
+    for args in [&["gpu"][..], &[]] {
+        let out = inspect(lease, args);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let entries = json.as_array().unwrap();
+        let set: Vec<_> = entries.iter().filter(|e| e["name"] == "gpu").collect();
+        assert_eq!(set.len(), 1, "{json:#}");
+        assert_eq!(set[0]["owner"]["slot"]["index"], 0, "{json:#}");
+        assert_eq!(set[0]["slots"][0]["name"], "gpu@1", "{json:#}");
+        assert!(entries.iter().all(|e| e["name"] != "gpu@1"), "{json:#}");
+    }
+    let out = lockfile()
+        .arg("inspect")
+        .args(lease)
+        .arg("gpu")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("note: slots: 2 of 2 held") && text.contains("  gpu@1 "),
+        "{text}"
     );
 
     let waiter = {

@@ -224,3 +224,83 @@ fn held(name: &str, count: u16, holders: Vec<Error>, waited: Option<Duration>) -
         holders,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Holding;
+
+    fn held(name: &str, slot: Option<(u16, u16)>) -> LeaseReport {
+        let mut owner = lockfile::OwnerRecord::current(Some("job"), None);
+        owner.slot = slot.map(|(index, of)| Slot { index, of });
+        let value = serde_json::to_vec(&owner).unwrap();
+        LeaseReport::free("test", name, name).held(Holding {
+            value: &value,
+            fencing_token: 1,
+            lease_id: None,
+            ttl: None,
+            ttl_remaining: None,
+        })
+    }
+
+    fn names(reports: &[LeaseReport]) -> Vec<(String, Vec<String>)> {
+        reports
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.slots.iter().map(|s| s.name.clone()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slot_names_parse_back_and_nothing_else_does() {
+        for index in [1, 9, 10, 1023] {
+            assert_eq!(base_of(&slot_name("a@b", index)), Some(("a@b", index)));
+        }
+        for name in [
+            "x", "x@", "@1", "x@0", "x@01", "x@1024", "x@+1", "x@1a", "x@1@",
+        ] {
+            assert_eq!(base_of(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_listing_gathers_slots_whose_records_say_so_and_free_ones_below_n() {
+        let listing = vec![
+            held("gpu", Some((0, 3))),
+            held("gpu@1", Some((1, 3))),
+            LeaseReport::free("test", "gpu@2", "gpu@2"),
+            // Free, but at or above N: not a slot of this set.
+            LeaseReport::free("test", "gpu@3", "gpu@3"),
+            // Held by a plain holder, or claiming another slot: its own entry.
+            held("gpu@5", None),
+            held("other@1", Some((2, 3))),
+            held("plain", None),
+            LeaseReport::free("test", "plain@1", "plain@1"),
+        ];
+        let gathered = gather(listing);
+        assert_eq!(
+            names(&gathered),
+            [
+                (
+                    "gpu".to_owned(),
+                    vec!["gpu@1".to_owned(), "gpu@2".to_owned()]
+                ),
+                ("gpu@3".to_owned(), vec![]),
+                ("gpu@5".to_owned(), vec![]),
+                ("other@1".to_owned(), vec![]),
+                ("plain".to_owned(), vec![]),
+                ("plain@1".to_owned(), vec![]),
+            ]
+        );
+    }
+
+    #[test]
+    fn slots_whose_slot_0_is_missing_stay_entries_of_their_own() {
+        let gathered = gather(vec![held("gpu@1", Some((1, 2)))]);
+        assert_eq!(names(&gathered), [("gpu@1".to_owned(), vec![])]);
+    }
+}

@@ -93,6 +93,8 @@ pub(crate) enum Figure {
     Load,
     /// A waiting Redis acquire's wake-up after the holder's release.
     Wakeup,
+    /// A waiter for any of N slot leases, on each engine (`--slots`).
+    SlotWakeup,
 }
 
 /// How much to measure.
@@ -106,6 +108,7 @@ pub(crate) struct Size {
     pub(crate) load_ttl: Duration,
     pub(crate) window: Duration,
     pub(crate) wakeups: usize,
+    pub(crate) slot_wakeups: usize,
 }
 
 impl Size {
@@ -120,6 +123,7 @@ impl Size {
             load_ttl: Duration::from_secs(args.load_ttl.unwrap_or(if q { 3 } else { 10 }).max(1)),
             window: Duration::from_secs(args.window.unwrap_or(if q { 3 } else { 20 }).max(1)),
             wakeups: args.wakeups.unwrap_or(if q { 3 } else { 50 }).max(1),
+            slot_wakeups: if q { 2 } else { 15 },
         }
     }
 }

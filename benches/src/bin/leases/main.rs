@@ -14,6 +14,7 @@ mod load;
 mod report;
 mod roundtrips;
 mod servers;
+mod slot_wakeup;
 mod takeover;
 mod variant;
 mod wakeup;
@@ -107,6 +108,11 @@ fn main() -> Result<()> {
         eprintln!("Redis wake-ups after a release...");
         let w = wakeup::measure(&servers, size.wakeups, &mut rng)?;
         out.wakeups(&w);
+    }
+    if want(Figure::SlotWakeup) {
+        eprintln!("slot waiters' wake-ups after a release, on each engine...");
+        let lags = slot_wakeup::measure(&servers, size.slot_wakeups, &mut rng)?;
+        out.slot_wakeups(&lags);
     }
     out.finish(started.elapsed());
     print!("{}", out.text);

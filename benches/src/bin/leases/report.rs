@@ -345,6 +345,32 @@ impl Report {
         self.line("");
     }
 
+    pub(crate) fn slot_wakeups(&mut self, lags: &[crate::slot_wakeup::SlotLags]) {
+        self.line(&format!(
+            "## `--slots` under a lease: a waiter for any of 3 slots, after one holder's release ({} samples per engine)\n",
+            lags.first().map_or(0, |l| l.slots.len())
+        ));
+        self.line(
+            "Lag: from the holder calling `release()` to the waiter's acquire returning. Floor: a waiter on one plain lease of the same engine, woken its own way, in the same run. The slot waiter waits on one slot at a time (in turn) for at most the poll interval (1 s here), so a release of another slot waits for the next round.\n",
+        );
+        self.line("| engine | plain lease, median | slots, median | slots, p90 | slots, max | median × floor |");
+        self.line("|---|---:|---:|---:|---:|---:|");
+        for l in lags {
+            let ns = |v: f64| time(v * 1e9);
+            let (plain, slots) = (median(&l.plain), median(&l.slots));
+            self.line(&format!(
+                "| {} | {} | {} | {} | {} | {} |",
+                l.kind.name(),
+                ns(plain),
+                ns(slots),
+                ns(percentile(&l.slots, 90.0)),
+                ns(l.slots.iter().copied().fold(0.0, f64::max)),
+                ratio(slots / plain),
+            ));
+        }
+        self.line("");
+    }
+
     pub(crate) fn finish(&mut self, took: Duration) {
         if self.missed.is_empty() {
             self.line("Every target in this run: met.");

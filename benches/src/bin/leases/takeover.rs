@@ -69,7 +69,7 @@ impl Kind {
     }
 }
 
-fn engine(kind: Kind, server: &str, ttl: Duration) -> Box<dyn Engine> {
+pub(crate) fn engine(kind: Kind, server: &str, ttl: Duration) -> Box<dyn Engine> {
     match kind {
         Kind::Postgres => {
             let mut e = lockfile_postgres::LeaseOptions::new(server);

@@ -112,6 +112,9 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
                 continue;
             }
             if let Some(guard) = try_slot(&mut opts, &file, index, count)? {
+                if let Some(watch) = watch {
+                    watch.close_in_background();
+                }
                 return Ok(guard);
             }
         }

@@ -260,6 +260,8 @@ impl DirWatch {
         Err(io::ErrorKind::Unsupported.into())
     }
 
+    pub(crate) fn close_in_background(self) {}
+
     pub(crate) fn wait(
         &mut self,
         _timeout: std::time::Duration,

@@ -42,6 +42,16 @@ impl DirWatch {
         })
     }
 
+    /// Closes the watch on a thread of its own: closing an inotify
+    /// descriptor waits out a grace period of the kernel's (several
+    /// milliseconds, measured), which a caller that now holds its lock need
+    /// not wait for. Closed at once should no thread start.
+    pub(crate) fn close_in_background(self) {
+        let _ = std::thread::Builder::new()
+            .name("lockfile-unwatch".to_owned())
+            .spawn(move || drop(self));
+    }
+
     /// Waits up to `timeout` for events, and hands the name of each file
     /// they concern to `seen`. Returns `true` when the kernel's queue
     /// overflowed, so that some events were lost.

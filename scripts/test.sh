@@ -190,6 +190,8 @@ else
     cargo build --release -p lockfile-cli
 fi
 cargo run --release -p lockfile-bench --bin compare -- --quick
+# A slot waiter's lag and CPU (`--slots`), in its quick size (about 10 s).
+cargo run --release -p lockfile-bench --bin slots -- --quick
 # The lease engines' figures, on servers it starts itself: only where etcd
 # and PostgreSQL build and run (redis-server is required above).
 if [ "$etcd" = all ] && [ "$postgres" = all ]; then

@@ -133,12 +133,19 @@ fn a_bad_number_of_slots_or_a_combination_slots_cannot_take_exits_64() {
             "--once-per",
         ),
         (vec!["run", "--slots", "2", "9"], "a COMMAND"),
+        (
+            vec!["run", "--slots", "2", "--evict-after", "1m", l, "true"],
+            "--evict-after",
+        ),
     ] {
         let out = run_output(&args);
         assert_eq!(code(&out), 64, "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
     assert!(!lock.exists(), "nothing taken or created");
+    let out = run_output(&["run", "--slots", "2", s(dir.tmp.path()), "true"]);
+    assert_eq!(code(&out), 64, "{}", stderr(&out));
+    assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
     // The flock(1) personality has no slots.
     let link = dir.path("flock");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_lockfile"), &link).unwrap();
@@ -345,4 +352,60 @@ fn reap_removes_a_dead_slots_file_and_keeps_the_held_ones() {
     assert_eq!(by_path(&dir.path("r@1.lock"))["action"], "would_remove");
     assert_eq!(code(&run_output(&["reap", "--fix", s(dir.tmp.path())])), 0);
     assert!(lock.exists() && !dir.path("r@1.lock").exists());
+}
+
+#[test]
+fn a_nested_plain_run_does_not_inherit_the_outer_slot() {
+    let dir = Dir::new();
+    let outer = dir.path("outer.lock");
+    let inner = dir.path("inner.lock");
+    let script = format!(
+        "echo \"outer=$LOCKFILE_SLOT\"; {} run {} sh -c 'echo \"inner=${{LOCKFILE_SLOT-unset}}\"'",
+        env!("CARGO_BIN_EXE_lockfile"),
+        s(&inner)
+    );
+    let out = run_output(&["run", "--slots", "2", s(&outer), "sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "outer=0\ninner=unset\n"
+    );
+}
+
+#[test]
+fn check_says_failing_only_when_the_sets_latest_run_failed() {
+    let dir = Dir::new();
+    let lock = dir.path("f.lock");
+    // Slot 1 fails once while slot 0 is held; then runs in slot 0 succeed.
+    let holder = start(&["--slots", "2"], &lock, "echo ready; sleep 30");
+    assert_eq!(
+        code(&run_output(&["run", "--slots", "2", s(&lock), "false"])),
+        1
+    );
+    let check = || {
+        let out = run_output(&["check", "--expect-every", "1h", s(&lock)]);
+        (
+            code(&out),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (status, line) = check();
+    assert_eq!(status, 2, "{line}");
+    assert!(line.contains("failing: slot 1: "), "{line}");
+    drop(holder);
+    wait_until("slot 0 free", || {
+        code(&run_output(&[
+            "run",
+            "-n",
+            "--slots",
+            "2",
+            s(&lock),
+            "true",
+        ])) == 0
+    });
+    let (status, line) = check();
+    assert_eq!(
+        status, 0,
+        "slot 1's old failure is not the job's state: {line}"
+    );
 }

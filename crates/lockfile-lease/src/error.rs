@@ -324,6 +324,10 @@ impl Error {
 fn slots_held(name: &str, count: u16, holders: &[Error], waited: Option<Duration>) -> String {
     const NAMED: usize = 3;
     let mut said = match waited {
+        Some(waited) if count == 1 => format!(
+            "gave up waiting for the one slot of `{name}` after {}: ",
+            humantime::format_duration(Duration::from_secs(waited.as_secs()))
+        ),
         Some(waited) => format!(
             "gave up waiting for any of the {count} slots of `{name}` after {}: ",
             humantime::format_duration(Duration::from_secs(waited.as_secs()))

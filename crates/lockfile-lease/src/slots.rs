@@ -11,7 +11,7 @@
 //! **Waiting for any slot.** An engine waits on one lease at a time (a
 //! watch, a notification, a poll). A waiter tries every slot, then waits on
 //! one of them with the engine's own wait for at most
-//! [`poll_interval`](crate::engine::poll_interval) of the TTL (a second at
+//! [`poll_interval`] of the TTL (a second at
 //! most), then tries every slot again, taking the slots in turn: a freed
 //! slot is taken at once when it is the one waited on, and otherwise within
 //! that interval. Each try is a whole [`Engine::acquire`] (a connection,
@@ -19,6 +19,7 @@
 //! large N under a lease costs the server N acquisitions a second per
 //! waiter.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use lockfile::record::Slot;
@@ -78,6 +79,14 @@ pub fn acquire_slot(
     loop {
         let mut holders = Vec::with_capacity(usize::from(count));
         for index in 0..count {
+            // A round of N acquires takes a while: a bounded wait ends on
+            // time, naming the holders seen so far.
+            if let Wait::Until(deadline) = request.wait
+                && index > 0
+                && Instant::now() >= deadline
+            {
+                break;
+            }
             attempt.wait = Wait::No;
             match try_slot(engine, name, index, count, &mut attempt)? {
                 Ok(lease) => return Ok(lease),
@@ -123,10 +132,11 @@ fn try_slot(
 }
 
 /// Inspects the lease on `name` with its slots, when it is slot 0 of a set:
-/// the leases `NAME@1` … `NAME@(N-1)`, N the largest its slots' holders
-/// record, each kept when its record says it is that slot or when it is
-/// free (a released lease keeps no record). Found from the records, never
-/// told N: a set whose every holder is gone shows as its slot 0 alone.
+/// the leases `NAME@1` … `NAME@(N-1)`, each kept when its record says it is
+/// that slot or when it is free (a released lease keeps no record). N is
+/// the largest its slots' holders record (at most 1,024), found from the
+/// records, never told: when slot 0 is free and so says nothing, the set is
+/// looked for in the listing of every lease ([`Engine::inspect_all`]).
 ///
 /// # Errors
 ///
@@ -134,11 +144,17 @@ fn try_slot(
 /// left out.
 pub fn inspect_slots(engine: &dyn Engine, name: &str) -> Result<LeaseReport> {
     let mut report = engine.inspect(name)?;
-    let mut n = of(&report);
+    let mut n = believed_of(&report, 0);
+    if n == 0 {
+        let listed = engine.inspect_all().ok().map(gather);
+        return Ok(listed
+            .and_then(|all| all.into_iter().find(|r| r.name == name))
+            .unwrap_or(report));
+    }
     let mut index = 1;
     while index < n {
         if let Ok(slot) = engine.inspect(&slot_name(name, index)) {
-            n = n.max(of(&slot));
+            n = n.max(believed_of(&slot, index));
             if is_slot(&slot, index) {
                 report.slots.push(slot);
             }
@@ -153,12 +169,13 @@ pub fn inspect_slots(engine: &dyn Engine, name: &str) -> Result<LeaseReport> {
 /// its set's holders) moves under its slot 0's report. Everything else
 /// keeps its place.
 pub fn gather(reports: Vec<LeaseReport>) -> Vec<LeaseReport> {
-    let mut n_of: std::collections::HashMap<String, u16> = std::collections::HashMap::new();
+    let mut n_of: HashMap<String, u16> = HashMap::new();
     for report in &reports {
-        if let Some(slot) = report.owner.as_ref().and_then(|o| o.slot) {
-            let base = base_of(&report.name).map_or(report.name.as_str(), |(base, _)| base);
-            let n = n_of.entry(base.to_owned()).or_default();
-            *n = (*n).max(slot.of);
+        let (base, index) = base_of(&report.name).unwrap_or((report.name.as_str(), 0));
+        let n = believed_of(report, index);
+        if n > 0 {
+            let most = n_of.entry(base.to_owned()).or_default();
+            *most = (*most).max(n);
         }
     }
     let mut out: Vec<LeaseReport> = Vec::with_capacity(reports.len());
@@ -173,9 +190,14 @@ pub fn gather(reports: Vec<LeaseReport>) -> Vec<LeaseReport> {
             _ => out.push(report),
         }
     }
+    let at: HashMap<String, usize> = out
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.name.clone(), i))
+        .collect();
     for (base, slot) in slots {
-        match out.iter_mut().find(|r| r.name == base) {
-            Some(zero) => zero.slots.push(slot),
+        match at.get(&base) {
+            Some(&i) => out[i].slots.push(slot),
             None => out.push(slot),
         }
     }
@@ -198,12 +220,14 @@ fn base_of(name: &str) -> Option<(&str, u16)> {
     (index < lockfile::slot::MAX_SLOTS).then_some((base, index))
 }
 
-/// The N a lease's holder recorded, or 0.
-fn of(report: &LeaseReport) -> u16 {
+/// The N that the holder of slot `index` recorded, when it is believed:
+/// its record names that slot, below an N of at most 1,024. Else 0.
+fn believed_of(report: &LeaseReport, index: u16) -> u16 {
     report
         .owner
         .as_ref()
         .and_then(|o| o.slot)
+        .filter(|s| s.index == index && s.index < s.of && s.of <= lockfile::slot::MAX_SLOTS)
         .map_or(0, |s| s.of)
 }
 

@@ -42,6 +42,10 @@ pub struct LockGuard {
     /// Set once the guard has released (or disowned) the lock, so that
     /// dropping it afterwards does nothing.
     done: bool,
+    /// A slot waiter's inotify descriptor, its watch ended: closed after
+    /// the file (this field comes last), since its close waits out a grace
+    /// period of the kernel's that the wait should not have spent.
+    retired_watch: Option<OwnedFd>,
 }
 
 impl LockGuard {
@@ -63,7 +67,13 @@ impl LockGuard {
             pinned_dir: None,
             shared: false,
             done: false,
+            retired_watch: None,
         }
+    }
+
+    /// Gives the guard a slot waiter's ended inotify watch, to close last.
+    pub(crate) fn keep_retired_watch(&mut self, watch: Option<OwnedFd>) {
+        self.retired_watch = watch;
     }
 
     /// Gives the guard the directory its file was opened in, for a removal

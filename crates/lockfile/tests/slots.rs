@@ -254,6 +254,10 @@ fn what_slots_cannot_be_is_refused_naming_the_path() {
     let path = dir.path().join("r.lock");
     for err in [
         LockOptions::new()
+            .evict_after(Duration::from_secs(60))
+            .try_acquire_slot(&path, count(2))
+            .unwrap_err(),
+        LockOptions::new()
             .shared(true)
             .try_acquire_slot(&path, count(2))
             .unwrap_err(),
@@ -292,7 +296,32 @@ fn a_planted_link_at_a_slot_is_refused_and_never_followed() {
 }
 
 #[test]
-fn a_fifo_at_a_slot_is_never_waited_on() {
+fn a_slot_that_cannot_be_taken_never_keeps_another_from_being_taken() {
+    let dir = tempdir();
+    let path = dir.path().join("q.lock");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        slot_path(&path, 1),
+        rustix::fs::Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    let _zero = LockOptions::new()
+        .try_acquire_slot(&path, count(3))
+        .unwrap();
+    let two = LockOptions::new()
+        .try_acquire_slot(&path, count(3))
+        .unwrap();
+    assert_eq!(two.slot().unwrap().index, 2, "past the FIFO");
+    // With no slot left, the error names the slot that is in the way.
+    let err = LockOptions::new()
+        .try_acquire_slot(&path, count(3))
+        .unwrap_err();
+    crate::support::assert_not_regular(&err, "FIFO");
+    assert_eq!(err.path(), slot_path(&path, 1));
+}
+
+#[test]
+fn a_fifo_at_a_slot_is_never_waited_on_and_a_bounded_wait_names_it() {
     let dir = tempdir();
     let path = dir.path().join("f.lock");
     let fifo = slot_path(&path, 1);
@@ -306,10 +335,31 @@ fn a_fifo_at_a_slot_is_never_waited_on() {
         .try_acquire_slot(&path, count(2))
         .unwrap();
     let err = LockOptions::new()
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_millis(300))
         .acquire_slot(&path, count(2))
         .unwrap_err();
     crate::support::assert_not_regular(&err, "FIFO");
+}
+
+#[test]
+fn in_force_believes_only_held_slots_records() {
+    use lockfile::record::Slot;
+    let record = |index, of| {
+        let mut owner = lockfile::OwnerRecord::current(None, None);
+        owner.slot = Some(Slot { index, of });
+        owner
+    };
+    let (three, two, forged) = (record(0, 3), record(1, 2), record(1, 60_000));
+    // A released record of N = 3; the holders now run N = 2.
+    assert_eq!(
+        lockfile::slot::in_force([(false, Some(&three)), (true, Some(&two))]),
+        (1, 2)
+    );
+    assert_eq!(
+        lockfile::slot::in_force([(true, Some(&forged)), (false, None)]),
+        (1, 2),
+        "a claim past 1,024 is not believed"
+    );
 }
 
 /// The chaos test's holders: take a slot, and inside the section leave a

@@ -35,7 +35,7 @@ pub struct RunArgs {
     /// LOCKFILE_SLOT (0-based). Every run takes only slots below its own N,
     /// so the count never exceeds the largest N in force; a plain run is
     /// slot 0 alone.
-    #[arg(long, value_name = "N", value_parser = parse_slots, conflicts_with_all = ["shared", "no_fork", "unlock", "once_per"])]
+    #[arg(long, value_name = "N", value_parser = parse_slots, conflicts_with_all = ["shared", "no_fork", "unlock", "once_per", "evict_after"])]
     pub slots: Option<lockfile::slot::SlotCount>,
 
     /// Take an exclusive lock (the default; overrides -s, as in flock(1)).

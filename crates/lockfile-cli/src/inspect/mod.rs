@@ -230,18 +230,14 @@ fn report_row(path: String, r: &LockReport, now: SystemTime) -> ([String; 9], Ve
 }
 
 /// `slots: 2 of 3 held`: how many of a set's slots (each its state and
-/// record) are held, of the largest N its records state (else the slots
-/// found).
+/// record) are held, of its N ([`lockfile::slot::in_force`]).
 pub(crate) fn slots_note<'a>(
     slots: impl Iterator<Item = (lockfile::LockState, Option<&'a lockfile::OwnerRecord>)>,
 ) -> String {
-    let (mut held, mut found, mut n) = (0, 0, 0);
-    for (state, owner) in slots {
-        found += 1;
-        held += usize::from(state == lockfile::LockState::Held);
-        n = n.max(owner.and_then(|o| o.slot).map_or(0, |s| usize::from(s.of)));
-    }
-    format!("slots: {held} of {} held", n.max(found))
+    let (held, n) = lockfile::slot::in_force(
+        slots.map(|(state, owner)| (state == lockfile::LockState::Held, owner)),
+    );
+    format!("slots: {held} of {n} held")
 }
 
 /// The heartbeat's age, then who keeps it and how often they promised:

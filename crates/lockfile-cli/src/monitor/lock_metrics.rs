@@ -66,12 +66,12 @@ const SLOTS_HELD: Family = Family::gauge(
     "For slot 0 of a set of slots (run --slots): how many of its slots are held.",
 );
 
-/// A set's N: the largest its records state, or the files found.
-fn slot_count(r: &LockReport) -> usize {
-    r.with_slots()
-        .filter_map(|s| s.owner.as_ref()?.slot.map(|slot| usize::from(slot.of)))
-        .max()
-        .unwrap_or(r.slots.len() + 1)
+/// A set's slots held and its N ([`lockfile::slot::in_force`]).
+fn in_force(r: &LockReport) -> (usize, usize) {
+    lockfile::slot::in_force(
+        r.with_slots()
+            .map(|s| (s.state == LockState::Held, s.owner.as_ref())),
+    )
 }
 
 /// The samples of every outcome. A path given twice (or a file and its
@@ -184,7 +184,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
         reports
             .iter()
             .filter(|(_, r)| !r.slots.is_empty())
-            .map(|&(lock, r)| (vec![("lock", lock)], slot_count(r) as f64))
+            .map(|&(lock, r)| (vec![("lock", lock)], in_force(r).1 as f64))
             .collect(),
     );
     e.family_of(
@@ -192,10 +192,7 @@ pub(crate) fn render(outcomes: &[(PathBuf, lockfile::Result<LockReport>)]) -> St
         reports
             .iter()
             .filter(|(_, r)| !r.slots.is_empty())
-            .map(|&(lock, r)| {
-                let held = r.with_slots().filter(|s| s.state == LockState::Held);
-                (vec![("lock", lock)], held.count() as f64)
-            })
+            .map(|&(lock, r)| (vec![("lock", lock)], in_force(r).0 as f64))
             .collect(),
     );
     e.family_of(

@@ -37,6 +37,18 @@ pub(crate) fn job_name(program: &OsString) -> String {
         .into_owned()
 }
 
+/// Gives `cmd` the hold's environment `env`. A slot's number comes only
+/// from this run's own hold: one inherited from an outer `--slots` run
+/// would name a slot this run does not hold.
+pub(crate) fn set_env(cmd: &mut Command, env: &[(&str, OsString)]) {
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    if !env.iter().any(|(key, _)| *key == "LOCKFILE_SLOT") {
+        cmd.env_remove("LOCKFILE_SLOT");
+    }
+}
+
 /// Spawns COMMAND with the signal mask we had before blocking, and with
 /// `die_with_parent`, SIGKILLed by the kernel should this process die.
 /// Errors map to the shell's statuses: 127 not found, 126 not executable.
@@ -52,8 +64,10 @@ pub(crate) fn spawn(
 ) -> Result<Pid, (i32, String)> {
     let mut cmd = Command::new(program);
     cmd.args(args);
-    for (key, value) in env {
-        cmd.env(key, value);
+    // Empty: the environment is the one inherited (the keeper's COMMAND,
+    // whose environment the wrapper set when it spawned the keeper).
+    if !env.is_empty() {
+        set_env(&mut cmd, env);
     }
     signals.prepare_child(
         &mut cmd,

@@ -110,9 +110,7 @@ pub(crate) fn spawn(
         .arg(wrapper.as_raw_nonzero().to_string())
         .arg(program)
         .args(args);
-    for (key, value) in env {
-        cmd.env(key, value);
-    }
+    crate::run::command::set_env(&mut cmd, env);
     // The engine's secrets are ours, not COMMAND's (nor the keeper's).
     for secret in SECRETS {
         cmd.env_remove(secret);

@@ -16,7 +16,7 @@ use super::{code, lockfile, signal_group, stderr};
 /// naming both; a waiter takes the slot of a holder SIGKILLed with its
 /// command, with a larger token, once its TTL ran out.
 pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
-    let script = "echo \"$LOCKFILE_SLOT $LOCKFILE_LEASE $LOCKFILE_FENCING_TOKEN\"; sleep 60";
+    let script = "echo \"$LOCKFILE_SLOT $LOCKFILE_LEASE $LOCKFILE_FENCING_TOKEN\"; exec sleep 60";
     let extra = ["--slots", "2", "--ttl", "2", "--job", "gpu"];
     let (first, line) = start(lease, &extra, "gpu", script);
     let zero: Vec<String> = line.split(' ').map(str::to_owned).collect();
@@ -70,7 +70,7 @@ pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
                 &lease,
                 &extra,
                 "gpu",
-                "echo \"$LOCKFILE_SLOT $LOCKFILE_FENCING_TOKEN\"; sleep 60",
+                "echo \"$LOCKFILE_SLOT $LOCKFILE_FENCING_TOKEN\"; exec sleep 60",
             )
         })
     };
@@ -83,6 +83,16 @@ pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
         token.parse::<u64>().unwrap() > one[2].parse::<u64>().unwrap(),
         "a larger token than the killed holder's: {line} after {one:?}"
     );
+    // Slot 0 released: its lease keeps no record, and the set is still
+    // found, from the listing.
+    let mut first = first;
+    first.signal("TERM");
+    first.reap();
+    let out = inspect(lease, &["gpu"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["state"], "free", "{json:#}");
+    assert_eq!(json[0]["slots"][0]["name"], "gpu@1", "{json:#}");
+    assert_eq!(json[0]["slots"][0]["state"], "held", "{json:#}");
     drop((first, second, third));
 }
 

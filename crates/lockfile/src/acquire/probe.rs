@@ -1,6 +1,7 @@
 //! A waiter's look at one slot: is it free? Read-only, so that the close
 //! that ends the look wakes no other waiter (see `crate::slot`).
 
+use std::io;
 use std::os::fd::AsFd as _;
 use std::path::Path;
 
@@ -8,27 +9,41 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::sys::{self, LockMode};
 
-/// Whether the slot file at `path` may be free: `false` only when its lock
-/// is held. A file that is missing, cannot be opened or is not a regular
-/// file is "may be free": the real attempt that follows creates it, or
-/// refuses it with the error that names it.
-pub(super) fn may_be_free(path: &Path) -> bool {
+/// What a look found at a slot's file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// Missing, or a regular file whose lock nobody holds: worth a try.
+    Free,
+    /// A regular file whose lock is held.
+    Held,
+    /// Anything else: not a regular file, not ours to read, or a lock the
+    /// filesystem refuses through a read-only descriptor (NFSv4). Tried
+    /// only on the waiter's sweeps, whose attempt names what is wrong: a
+    /// try on every wake-up could wake the waiter itself, its own failed
+    /// attempt's close being an event.
+    Unknown,
+}
+
+/// Looks at the slot file at `path` without creating, writing or waiting.
+pub(super) fn probe(path: &Path) -> Probe {
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(path, flags, Mode::empty()) else {
-        return true;
+    let fd = match rustix::fs::open(path, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) if io::Error::from(e).kind() == io::ErrorKind::NotFound => return Probe::Free,
+        Err(_) => return Probe::Unknown,
     };
     // Never a lock on what is not a regular file (a FIFO, a device).
     match rustix::fs::fstat(&fd) {
         Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {}
-        _ => return true,
+        _ => return Probe::Unknown,
     }
     match sys::try_lock(fd.as_fd(), LockMode::Exclusive) {
         Ok(true) => {
             let _ = sys::unlock(fd.as_fd());
-            true
+            Probe::Free
         }
-        Ok(false) => false,
-        Err(_) => true,
+        Ok(false) => Probe::Held,
+        Err(_) => Probe::Unknown,
     }
 }

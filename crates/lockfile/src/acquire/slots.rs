@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::probe::may_be_free;
+use super::probe::{Probe, probe};
 use crate::error::Operation;
 use crate::guard::LockGuard;
 use crate::record::Slot;
@@ -20,6 +20,9 @@ use crate::{Error, LockOptions, Result, Wait};
 const SWEEP: Duration = Duration::from_secs(1);
 /// How often it tries them without inotify.
 const POLL: Duration = Duration::from_millis(100);
+/// How long it naps after a wake-up for files that are none of its slots
+/// (a busy shared directory), so that others' writes cannot keep it busy.
+const IDLE_NAP: Duration = Duration::from_millis(10);
 
 impl LockOptions {
     /// Takes one of `slots` slots of the lock file `path` (see
@@ -90,6 +93,11 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
             "a tick's claim lives in one lock file, and slots are many: slots do not claim ticks",
         );
     }
+    if opts.evict_after.is_some() {
+        // Slots are tried one at a time: an eviction would stop a hung
+        // holder of one slot while another slot is free.
+        return refuse("slots do not evict: a hung slot's holder is for `check` to report");
+    }
     let started = Instant::now();
     let mut opts = opts.clone();
     opts.record_optional = false;
@@ -102,105 +110,146 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
     let base = path.file_name().unwrap_or(OsStr::new(""));
     let all = || (0..count.get()).collect::<BTreeSet<u16>>();
     let mut due = all();
+    // The first round and the sweeps try every slot; a round that inotify
+    // asked for tries only the slots it named that look free.
+    let mut sweep = true;
     let mut swept_at = started;
+    // What each slot's last attempt found, for the error that names them.
+    let mut found: Vec<Option<Found>> = (0..count.get()).map(|_| None).collect();
     loop {
         for &index in &due {
             let file = slot_path(path, index);
             // A waiter looks before it tries: its look is read-only, and wakes
             // no other waiter (see `crate::slot`).
-            if wait != Wait::No && !may_be_free(&file) {
-                continue;
-            }
-            if let Some(guard) = try_slot(&mut opts, &file, index, count)? {
-                if let Some(watch) = watch {
-                    watch.close_in_background();
+            if wait != Wait::No {
+                match probe(&file) {
+                    Probe::Free => {}
+                    Probe::Held => continue,
+                    Probe::Unknown if !sweep => continue,
+                    Probe::Unknown => {}
                 }
-                return Ok(guard);
+            }
+            match try_slot(&mut opts, &file, index, count) {
+                Ok(mut guard) => {
+                    guard.keep_retired_watch(watch.and_then(DirWatch::retire));
+                    return Ok(guard);
+                }
+                Err(what) => found[usize::from(index)] = Some(what),
             }
         }
         let now = Instant::now();
         let left = match wait {
-            Wait::No => return held(&mut opts, path, count, None),
+            Wait::No => return Err(not_taken(path, count, found, None)),
             Wait::Until(deadline) if deadline <= now => {
-                return held(&mut opts, path, count, Some(now - started));
+                return last_round(&mut opts, path, count, watch, now - started);
             }
             Wait::Until(deadline) => deadline - now,
             Wait::Forever => SWEEP,
         };
         due.clear();
+        sweep = false;
         match &mut watch {
-            Some(watch) => {
+            Some(w) => {
                 let nap = left.min(SWEEP.saturating_sub(swept_at.elapsed()));
-                let overflowed = watch
-                    .wait(nap, &mut |name| {
-                        if let Some(index) = slot_of(base, name).filter(|&i| i < count.get()) {
-                            due.insert(index);
-                        }
-                    })
-                    .unwrap_or(true);
-                if overflowed || swept_at.elapsed() >= SWEEP {
-                    due = all();
-                    swept_at = Instant::now();
+                let woke = w.wait(nap, &mut |name| {
+                    if let Some(index) = slot_of(base, name).filter(|&i| i < count.get()) {
+                        due.insert(index);
+                    }
+                });
+                match woke {
+                    Ok(overflowed) if overflowed || swept_at.elapsed() >= SWEEP => sweep = true,
+                    // Others' files: a nap before listening again.
+                    Ok(_) if due.is_empty() => std::thread::sleep(IDLE_NAP.min(left)),
+                    Ok(_) => {}
+                    // A watch that fails once is given up for the polls.
+                    Err(_) => {
+                        watch = None;
+                        sweep = true;
+                    }
                 }
             }
             None => {
                 std::thread::sleep(left.min(POLL));
-                due = all();
+                sweep = true;
             }
+        }
+        if sweep {
+            due = all();
+            swept_at = Instant::now();
         }
     }
 }
 
-/// One attempt on slot `index`'s file: the guard, `None` when it is held,
-/// or the error that names the file.
+/// What an attempt on a slot found instead of taking it.
+enum Found {
+    Held(SlotHolder),
+    Failed(Error),
+}
+
+/// One attempt on slot `index`'s file: the guard, or what is in the way.
 fn try_slot(
     opts: &mut LockOptions,
     file: &Path,
     index: u16,
     count: SlotCount,
-) -> Result<Option<LockGuard>> {
+) -> std::result::Result<LockGuard, Found> {
     opts.slot = Some(Slot {
         index,
         of: count.get(),
     });
     match super::lock(opts, file, Wait::No) {
-        Ok(guard) => Ok(Some(guard)),
-        Err(e) if e.is_contended() => Ok(None),
-        Err(e) => Err(e),
+        Ok(guard) => Ok(guard),
+        Err(Error::Contended { owner, holders, .. }) => Err(Found::Held(SlotHolder {
+            slot: index,
+            owner,
+            holders,
+        })),
+        Err(e) => Err(Found::Failed(e)),
     }
 }
 
-/// One last attempt on each slot, which takes one that came free meanwhile,
-/// else the error for N held slots, naming each holder.
-fn held(
+/// The end of a bounded wait: one last attempt on each slot, which takes
+/// one that came free meanwhile, else the error that names them.
+fn last_round(
     opts: &mut LockOptions,
     path: &Path,
     count: SlotCount,
-    waited: Option<Duration>,
+    watch: Option<DirWatch>,
+    waited: Duration,
 ) -> Result<LockGuard> {
-    let mut holders = Vec::with_capacity(usize::from(count.get()));
+    let mut found = Vec::with_capacity(usize::from(count.get()));
     for index in 0..count.get() {
-        opts.slot = Some(Slot {
-            index,
-            of: count.get(),
-        });
-        match super::lock(opts, &slot_path(path, index), Wait::No) {
-            Err(Error::Contended {
-                owner,
-                holders: kernel,
-                ..
-            }) => holders.push(SlotHolder {
-                slot: index,
-                owner,
-                holders: kernel,
-            }),
-            taken_or_failed => return taken_or_failed,
+        match try_slot(opts, &slot_path(path, index), index, count) {
+            Ok(mut guard) => {
+                guard.keep_retired_watch(watch.and_then(DirWatch::retire));
+                return Ok(guard);
+            }
+            Err(what) => found.push(Some(what)),
         }
     }
-    Err(Error::SlotsHeld {
+    Err(not_taken(path, count, found, Some(waited)))
+}
+
+/// Why no slot was taken: the first slot that could not be tried at all
+/// (its error names its file: a planted file, a FIFO, a full disk), else
+/// every slot held, naming each holder.
+fn not_taken(
+    path: &Path,
+    count: SlotCount,
+    found: Vec<Option<Found>>,
+    waited: Option<Duration>,
+) -> Error {
+    let mut holders = Vec::with_capacity(found.len());
+    for what in found.into_iter().flatten() {
+        match what {
+            Found::Failed(e) => return e,
+            Found::Held(holder) => holders.push(holder),
+        }
+    }
+    Error::SlotsHeld {
         path: path.to_owned(),
         count: count.get(),
         waited,
         holders,
-    })
+    }
 }

@@ -11,31 +11,44 @@ use crate::inspect::Severity;
 
 /// Every verdict on the set whose slot 0 `report` is, the worst first.
 pub(super) fn verdicts(opts: &CheckOptions, report: &LockReport, now: SystemTime) -> Vec<Verdict> {
-    let silence = |v: &Verdict| matches!(v.kind, VerdictKind::Silent | VerdictKind::NeverSucceeded);
-    // The set is silent only when its latest success is: the slot that has
-    // it speaks for the set, without a slot's name.
-    let latest = report
+    let of_set = |v: &Verdict| {
+        matches!(
+            v.kind,
+            VerdictKind::Silent | VerdictKind::NeverSucceeded | VerdictKind::Failing
+        )
+    };
+    // The set is silent only when its latest success is, and failing only
+    // when its latest finished run is one of a failing streak: the slot
+    // that has each speaks for the set (an old failure of a slot that no
+    // run has taken since is not the job's state).
+    let latest_success = report.with_slots().max_by_key(|s| s.last_success);
+    let latest_run = report
         .with_slots()
-        .max_by_key(|s| s.last_success)
-        .expect("a set has slot 0");
-    let mut verdicts: Vec<Verdict> = opts
-        .judge(alone(latest), now)
-        .verdicts
-        .into_iter()
-        .filter(silence)
-        .collect();
-    for slot in report.with_slots() {
-        let index = slot
-            .owner
-            .as_ref()
-            .and_then(|o| o.slot)
-            .map_or(0, |s| s.index);
+        .max_by_key(|s| s.last_run.as_ref().map(|run| run.finished_at));
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    for (slot, kinds) in [
+        (
+            latest_success,
+            &[VerdictKind::Silent, VerdictKind::NeverSucceeded][..],
+        ),
+        (latest_run, &[VerdictKind::Failing][..]),
+    ] {
+        let Some(slot) = slot else { continue };
         verdicts.extend(
             opts.judge(alone(slot), now)
                 .verdicts
                 .into_iter()
-                .filter(|v| !silence(v))
-                .map(|v| Verdict::new(v.kind, v.severity, format!("slot {index}: {}", v.message))),
+                .filter(|v| kinds.contains(&v.kind))
+                .map(|v| named(slot, v)),
+        );
+    }
+    for slot in report.with_slots() {
+        verdicts.extend(
+            opts.judge(alone(slot), now)
+                .verdicts
+                .into_iter()
+                .filter(|v| !of_set(v))
+                .map(|v| named(slot, v)),
         );
     }
     verdicts.extend(
@@ -46,20 +59,27 @@ pub(super) fn verdicts(opts: &CheckOptions, report: &LockReport, now: SystemTime
     verdicts
 }
 
+/// `v`, its message naming the slot it is about: `slot 2: …`.
+fn named(slot: &LockReport, v: Verdict) -> Verdict {
+    let index = slot
+        .owner
+        .as_ref()
+        .and_then(|o| o.slot)
+        .map_or(0, |s| s.index);
+    Verdict::new(v.kind, v.severity, format!("slot {index}: {}", v.message))
+}
+
 /// `saturated` (warning): every one of the set's N slots (the largest N its
 /// holders' records state) held for longer than `after`.
 fn saturated(report: &LockReport, after: Duration) -> Option<Verdict> {
-    let held: Vec<&LockReport> = report
-        .with_slots()
-        .filter(|s| s.state == crate::LockState::Held)
-        .collect();
-    let n = held
-        .iter()
-        .filter_map(|s| s.owner.as_ref()?.slot)
-        .map(|s| usize::from(s.of))
-        .max()?;
-    let youngest = held.iter().map(|s| s.age.unwrap_or_default()).min()?;
-    (held.len() >= n && youngest > after).then(|| {
+    let held = || {
+        report
+            .with_slots()
+            .filter(|s| s.state == crate::LockState::Held)
+    };
+    let (count, n) = crate::slot::in_force(held().map(|s| (true, s.owner.as_ref())));
+    let youngest = held().map(|s| s.age.unwrap_or_default()).min()?;
+    (count >= n && youngest > after).then(|| {
         Verdict::new(
             VerdictKind::Saturated,
             Severity::Warning,

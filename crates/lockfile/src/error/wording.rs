@@ -35,6 +35,11 @@ pub(super) fn slots_held(
     const NAMED: usize = 3;
     let mut said = match waited {
         // Whole seconds, as every message of a wait says.
+        Some(waited) if count == 1 => format!(
+            "gave up waiting for the one slot of `{}` after {}: ",
+            crate::text::path(path),
+            humantime::format_duration(std::time::Duration::from_secs(waited.as_secs()))
+        ),
         Some(waited) => format!(
             "gave up waiting for any of the {count} slots of `{}` after {}: ",
             crate::text::path(path),

@@ -37,12 +37,20 @@
 //! them, then sleeps on an inotify watch of the directory, woken when a
 //! slot's file is written or closed by a writer (its holder's release, or
 //! its death: the kernel closes a dead holder's descriptors), and tries
-//! again the slots those events name. A waiter's own tries open the files
+//! again the slots those events name. A waiter's own looks open the files
 //! read-only, which inotify reports as a close without writing, so waiters
-//! never wake one another. Every second it tries every slot anyway, for a
-//! holder that unlocked without closing, or a filesystem without inotify.
-//! Where inotify is not to be had (not Linux, or the user's limit of inotify
-//! instances reached) it tries every slot every 100 ms.
+//! do not wake one another; a slot whose look fails (not a regular file, a
+//! filesystem that refuses a lock through a read-only descriptor) is tried
+//! only on the sweeps below. After a wake-up for others' files only (a busy
+//! shared directory) it naps 10 ms before it listens again. Every second
+//! it tries every slot anyway, for a holder that unlocked without closing,
+//! or a filesystem without inotify. Where inotify is not to be had (not
+//! Linux, or the user's limit of inotify instances reached) it tries every
+//! slot every 100 ms.
+//!
+//! A slot that cannot be taken (a file planted in a shared directory, a
+//! FIFO) never keeps another from being taken: it is named in the error
+//! only when no slot could be taken.
 //!
 //! [`OwnerRecord::slot`]: crate::OwnerRecord::slot
 
@@ -67,4 +75,34 @@ pub struct SlotHolder {
     pub owner: Option<Box<OwnerRecord>>,
     /// The kernel's holders when no record names one.
     pub holders: Vec<Holder>,
+}
+
+/// How many of a set's slots are held, and the set's N, from each slot's
+/// state (held or not) and record: N is the largest a holder of a held slot
+/// recorded (a released record may be of an N since lowered, and a claim
+/// outside 1 to 1,024, or below its own slot, is not believed), else the
+/// number of slots seen.
+///
+/// ```
+/// let (held, n) = lockfile::slot::in_force([(true, None), (false, None)]);
+/// assert_eq!((held, n), (1, 2));
+/// ```
+pub fn in_force<'a>(
+    slots: impl IntoIterator<Item = (bool, Option<&'a OwnerRecord>)>,
+) -> (usize, usize) {
+    let (mut held, mut seen, mut n) = (0, 0, 0);
+    for (is_held, owner) in slots {
+        seen += 1;
+        if !is_held {
+            continue;
+        }
+        held += 1;
+        if let Some(slot) = owner.and_then(|o| o.slot)
+            && slot.index < slot.of
+            && slot.of <= MAX_SLOTS
+        {
+            n = n.max(usize::from(slot.of));
+        }
+    }
+    (held, if n == 0 { seen } else { n })
 }

@@ -260,7 +260,9 @@ impl DirWatch {
         Err(io::ErrorKind::Unsupported.into())
     }
 
-    pub(crate) fn close_in_background(self) {}
+    pub(crate) fn retire(self) -> Option<std::os::fd::OwnedFd> {
+        None
+    }
 
     pub(crate) fn wait(
         &mut self,

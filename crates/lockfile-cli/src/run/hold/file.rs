@@ -75,6 +75,13 @@ pub(crate) fn acquire(
     if args.shared && !args.exclusive {
         opts.shared(true);
     }
+    if args.slots.is_some() && args.lockfile.is_dir() {
+        errln!(
+            "{name}: --slots needs a lock file, and `{}` is a directory",
+            crate::term::path(&args.lockfile)
+        );
+        return Err(exit::USAGE);
+    }
     let claimed = claim.is_some();
     if let Some(claim) = claim {
         if args.lockfile.is_dir() {

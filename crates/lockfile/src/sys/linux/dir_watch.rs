@@ -18,9 +18,15 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
+/// The most events one [`DirWatch::wait`] reads: a directory that others
+/// keep writing to could feed the queue as fast as it is read. What is left
+/// waits for the next call.
+const MAX_EVENTS: usize = 1024;
+
 /// An inotify watch of one directory.
 pub(crate) struct DirWatch {
     fd: OwnedFd,
+    wd: i32,
     buf: Box<[MaybeUninit<u8>]>,
 }
 
@@ -30,26 +36,27 @@ impl DirWatch {
     /// instances or watches reached).
     pub(crate) fn new(dir: &Path) -> io::Result<DirWatch> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
-        inotify::add_watch(
+        let wd = inotify::add_watch(
             &fd,
             dir,
             WatchFlags::CLOSE_WRITE | WatchFlags::MODIFY | WatchFlags::ONLYDIR,
         )?;
         Ok(DirWatch {
             fd,
+            wd,
             // Room for many events with long names at once.
             buf: vec![MaybeUninit::uninit(); 16 * 1024].into_boxed_slice(),
         })
     }
 
-    /// Closes the watch on a thread of its own: closing an inotify
-    /// descriptor waits out a grace period of the kernel's (several
-    /// milliseconds, measured), which a caller that now holds its lock need
-    /// not wait for. Closed at once should no thread start.
-    pub(crate) fn close_in_background(self) {
-        let _ = std::thread::Builder::new()
-            .name("lockfile-unwatch".to_owned())
-            .spawn(move || drop(self));
+    /// Ends the watch, so that no more events queue up, and returns its
+    /// descriptor for the caller to close once it has let go of its lock:
+    /// closing an inotify descriptor waits out a grace period of the
+    /// kernel's (several milliseconds, measured), which a waiter that has
+    /// just taken its lock should not spend before it returns.
+    pub(crate) fn retire(self) -> Option<OwnedFd> {
+        let _ = inotify::remove_watch(&self.fd, self.wd);
+        Some(self.fd)
     }
 
     /// Waits up to `timeout` for events, and hands the name of each file
@@ -73,7 +80,7 @@ impl DirWatch {
         }
         let mut reader = inotify::Reader::new(self.fd.as_fd(), &mut self.buf);
         let mut overflowed = false;
-        loop {
+        for _ in 0..MAX_EVENTS {
             match reader.next() {
                 Ok(event) => {
                     if event.events().contains(ReadFlags::QUEUE_OVERFLOW) {
@@ -83,11 +90,10 @@ impl DirWatch {
                         seen(OsStr::from_bytes(name.to_bytes()));
                     }
                 }
-                Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {
-                    return Ok(overflowed);
-                }
+                Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => break,
                 Err(e) => return Err(e.into()),
             }
         }
+        Ok(overflowed)
     }
 }

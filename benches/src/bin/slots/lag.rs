@@ -67,7 +67,7 @@ impl Waiter {
             ),
             Waiter::ReplicaLate(n) => {
                 format!(
-                    "… the same, its watch closed after it returns (as the library now does, on a thread of its own), N = {n}"
+                    "… the same, its watch closed after it returns (as the library now does: once the guard lets go), N = {n}"
                 )
             }
         }

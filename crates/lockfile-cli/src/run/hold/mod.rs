@@ -1,7 +1,9 @@
 //! What a run holds while COMMAND runs: a lock file ([`file`]) or a lease
 //! of any engine ([`lease`]). The run pipeline (`run::run`) drives a hold
 //! through [`Hold`] alone, and never knows which one it drives; a new kind of
-//! hold (a set of slots) is a file here and an arm in `run::run`.
+//! hold is a file here and an arm in `run::run`. A slot of N (`--slots`) is
+//! no kind of its own: the library takes one lock file of the set, the
+//! lease layer one lease, and each is held as any other.
 
 pub(crate) mod file;
 pub(crate) mod lease;

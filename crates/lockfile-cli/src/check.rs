@@ -42,7 +42,10 @@ pub(crate) fn check(args: CheckArgs) -> i32 {
             Err(code) => return code,
         };
         let name = args.lockfile.to_string_lossy();
-        answer(engine.check(&name, &opts), args.json)
+        answer(
+            lockfile_lease::slots::check(engine.as_ref(), &name, &opts),
+            args.json,
+        )
     } else {
         answer(opts.check(&args.lockfile), args.json)
     };

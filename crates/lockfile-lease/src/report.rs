@@ -215,6 +215,30 @@ impl lockfile::check::Subject for LeaseReport {
     fn last_success(&self) -> Option<SystemTime> {
         self.last_success
     }
+
+    fn slots(&self) -> &[LeaseReport] {
+        &self.slots
+    }
+
+    fn slot(&self) -> Option<lockfile::record::Slot> {
+        self.owner.as_ref()?.slot
+    }
+
+    fn held(&self) -> Option<(Duration, Option<&OwnerRecord>)> {
+        let owner = self.owner.as_ref();
+        let age = owner.map(|o| {
+            SystemTime::now()
+                .duration_since(o.acquired_at)
+                .unwrap_or_default()
+        });
+        (self.state == LeaseState::Held).then(|| (age.unwrap_or_default(), owner))
+    }
+
+    fn alone(&self) -> LeaseReport {
+        let mut one = self.clone();
+        one.slots = Vec::new();
+        one
+    }
 }
 
 impl LeaseReport {

@@ -20,8 +20,9 @@
 //! waiter.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use lockfile::check::{CheckOptions, Health};
 use lockfile::record::Slot;
 use lockfile::slot::SlotCount;
 use lockfile::wait::Wait;
@@ -162,6 +163,19 @@ pub fn inspect_slots(engine: &dyn Engine, name: &str) -> Result<LeaseReport> {
         index += 1;
     }
     Ok(report)
+}
+
+/// Inspects the lease on `name` with its slots ([`inspect_slots`]) and
+/// judges it now, as [`Engine::check`] does, or, when it is slot 0 of a
+/// set, the set as one job ([`CheckOptions::judge_set`]).
+///
+/// # Errors
+///
+/// As [`inspect_slots`]: a check says `UNKNOWN` for them.
+pub fn check(engine: &dyn Engine, name: &str, opts: &CheckOptions) -> Result<Health<LeaseReport>> {
+    let now = SystemTime::now();
+    let report = inspect_slots(engine, name)?.judged(opts.inspect_options(), now);
+    Ok(opts.judge_set(report, now))
 }
 
 /// Gathers a listing of leases ([`Engine::inspect_all`]): each slot's lease

@@ -206,11 +206,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "engine")]
     pub stale_after: Option<Duration>,
 
-    /// WARNING `saturated` when LOCKFILE is slot 0 of a set (`run --slots`)
-    /// and every slot has been held for longer than DURATION. A set is
-    /// found without being told N, and judged as one job: each slot's
-    /// verdicts, silence on the set's latest success. Lock files only.
-    #[arg(long, value_name = "DURATION", value_parser = duration::parse, conflicts_with = "engine")]
+    /// WARNING `saturated` when LOCKFILE (or the lease NAME) is slot 0 of
+    /// a set (`run --slots`) and every slot has been held for longer than
+    /// DURATION. A set is found without being told N, and judged as one
+    /// job: each slot's verdicts, silence on the set's latest success,
+    /// failure on its latest run.
+    #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
     pub saturated_after: Option<Duration>,
 
     /// Print one JSON object: status, code, verdicts and the inspect report.

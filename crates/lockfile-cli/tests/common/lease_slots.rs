@@ -49,6 +49,29 @@ pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
         assert_eq!(set[0]["slots"][0]["name"], "gpu@1", "{json:#}");
         assert!(entries.iter().all(|e| e["name"] != "gpu@1"), "{json:#}");
     }
+    // `check` judges the set: both slots held, so saturated past 0 s.
+    let out = lockfile()
+        .args([
+            "check",
+            "--json",
+            "--expect-every",
+            "1h",
+            "--saturated-after",
+            "0s",
+        ])
+        .args(lease)
+        .arg("gpu")
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = json["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"saturated"), "{json:#}");
+    assert_eq!(json["report"]["slots"][0]["name"], "gpu@1", "{json:#}");
     let out = lockfile()
         .arg("inspect")
         .args(lease)

@@ -5,12 +5,32 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{CheckOptions, Verdict, VerdictKind};
-use crate::LockReport;
+use super::{CheckOptions, Health, Subject, Verdict, VerdictKind};
 use crate::inspect::Severity;
 
+impl CheckOptions {
+    /// Judges `report` as [`judge`](Self::judge) does, or, when it is slot
+    /// 0 of a set ([`Subject::slots`]), the set as one job: each slot's
+    /// verdicts, named `slot K: …`; silence on the set's latest success and
+    /// `failing` on its latest finished run (an old failure of a slot that
+    /// no run has taken since is not the job's state); and
+    /// [`saturated_after`](Self::saturated_after).
+    pub fn judge_set<R: Subject + Clone>(&self, report: R, now: SystemTime) -> Health<R> {
+        if report.slots().is_empty() {
+            return self.judge(report, now);
+        }
+        let verdicts = verdicts(self, &report, now);
+        Health::new(verdicts, report, now)
+    }
+}
+
+/// The set with its slots.
+fn with_slots<R: Subject>(report: &R) -> impl Iterator<Item = &R> {
+    std::iter::once(report).chain(report.slots())
+}
+
 /// Every verdict on the set whose slot 0 `report` is, the worst first.
-pub(super) fn verdicts(opts: &CheckOptions, report: &LockReport, now: SystemTime) -> Vec<Verdict> {
+fn verdicts<R: Subject + Clone>(opts: &CheckOptions, report: &R, now: SystemTime) -> Vec<Verdict> {
     let of_set = |v: &Verdict| {
         matches!(
             v.kind,
@@ -21,10 +41,8 @@ pub(super) fn verdicts(opts: &CheckOptions, report: &LockReport, now: SystemTime
     // when its latest finished run is one of a failing streak: the slot
     // that has each speaks for the set (an old failure of a slot that no
     // run has taken since is not the job's state).
-    let latest_success = report.with_slots().max_by_key(|s| s.last_success);
-    let latest_run = report
-        .with_slots()
-        .max_by_key(|s| s.last_run.as_ref().map(|run| run.finished_at));
+    let latest_success = with_slots(report).max_by_key(|s| s.last_success());
+    let latest_run = with_slots(report).max_by_key(|s| s.last_run().map(|run| run.finished_at));
     let mut verdicts: Vec<Verdict> = Vec::new();
     for (slot, kinds) in [
         (
@@ -35,16 +53,16 @@ pub(super) fn verdicts(opts: &CheckOptions, report: &LockReport, now: SystemTime
     ] {
         let Some(slot) = slot else { continue };
         verdicts.extend(
-            opts.judge(alone(slot), now)
+            opts.judge(slot.alone(), now)
                 .verdicts
                 .into_iter()
                 .filter(|v| kinds.contains(&v.kind))
                 .map(|v| named(slot, v)),
         );
     }
-    for slot in report.with_slots() {
+    for slot in with_slots(report) {
         verdicts.extend(
-            opts.judge(alone(slot), now)
+            opts.judge(slot.alone(), now)
                 .verdicts
                 .into_iter()
                 .filter(|v| !of_set(v))
@@ -60,25 +78,17 @@ pub(super) fn verdicts(opts: &CheckOptions, report: &LockReport, now: SystemTime
 }
 
 /// `v`, its message naming the slot it is about: `slot 2: …`.
-fn named(slot: &LockReport, v: Verdict) -> Verdict {
-    let index = slot
-        .owner
-        .as_ref()
-        .and_then(|o| o.slot)
-        .map_or(0, |s| s.index);
+fn named<R: Subject>(slot: &R, v: Verdict) -> Verdict {
+    let index = slot.slot().map_or(0, |s| s.index);
     Verdict::new(v.kind, v.severity, format!("slot {index}: {}", v.message))
 }
 
-/// `saturated` (warning): every one of the set's N slots (the largest N its
-/// holders' records state) held for longer than `after`.
-fn saturated(report: &LockReport, after: Duration) -> Option<Verdict> {
-    let held = || {
-        report
-            .with_slots()
-            .filter(|s| s.state == crate::LockState::Held)
-    };
-    let (count, n) = crate::slot::in_force(held().map(|s| (true, s.owner.as_ref())));
-    let youngest = held().map(|s| s.age.unwrap_or_default()).min()?;
+/// `saturated` (warning): every one of the set's N slots (see
+/// [`crate::slot::in_force`]) held for longer than `after`.
+fn saturated<R: Subject>(report: &R, after: Duration) -> Option<Verdict> {
+    let held = || with_slots(report).filter_map(Subject::held);
+    let (count, n) = crate::slot::in_force(held().map(|(_, owner)| (true, owner)));
+    let youngest = held().map(|(age, _)| age).min()?;
     (count >= n && youngest > after).then(|| {
         Verdict::new(
             VerdictKind::Saturated,
@@ -90,11 +100,4 @@ fn saturated(report: &LockReport, after: Duration) -> Option<Verdict> {
             ),
         )
     })
-}
-
-/// A slot's report without the set, for the verdicts on one lock file.
-fn alone(report: &LockReport) -> LockReport {
-    let mut one = report.clone();
-    one.slots = Vec::new();
-    one
 }

@@ -1,11 +1,11 @@
 //! What a check judges: a lock file's report or a lease's.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use crate::LockReport;
 use crate::history::LastRun;
 use crate::inspect::Finding;
 use crate::text;
+use crate::{LockReport, OwnerRecord};
 
 /// A report a check can judge: the findings an inspection made and the run
 /// history it read. [`LockReport`] is one; the lease crates implement it
@@ -20,6 +20,37 @@ pub trait Subject {
     fn last_run(&self) -> Option<&LastRun>;
     /// The last recorded success, when one was believed.
     fn last_success(&self) -> Option<SystemTime>;
+
+    /// Its other slots, when it is slot 0 of a set (see [`crate::slot`]),
+    /// in slot order, for [`CheckOptions::judge_set`](super::CheckOptions::judge_set).
+    /// None by default.
+    fn slots(&self) -> &[Self]
+    where
+        Self: Sized,
+    {
+        &[]
+    }
+
+    /// Which slot of a set it is, as its record says (or its name, where
+    /// a free one keeps no record). `None` by default.
+    fn slot(&self) -> Option<crate::record::Slot> {
+        None
+    }
+
+    /// When it is held: how long, and the holder's record when it wrote
+    /// one. `None` by default.
+    fn held(&self) -> Option<(Duration, Option<&OwnerRecord>)> {
+        None
+    }
+
+    /// A copy without its slots, to judge one slot alone. By default a
+    /// copy.
+    fn alone(&self) -> Self
+    where
+        Self: Sized + Clone,
+    {
+        self.clone()
+    }
 }
 
 impl Subject for LockReport {
@@ -37,5 +68,24 @@ impl Subject for LockReport {
 
     fn last_success(&self) -> Option<SystemTime> {
         self.last_success
+    }
+
+    fn slots(&self) -> &[LockReport] {
+        &self.slots
+    }
+
+    fn slot(&self) -> Option<crate::record::Slot> {
+        self.owner.as_ref()?.slot
+    }
+
+    fn held(&self) -> Option<(Duration, Option<&OwnerRecord>)> {
+        (self.state == crate::LockState::Held)
+            .then(|| (self.age.unwrap_or_default(), self.owner.as_ref()))
+    }
+
+    fn alone(&self) -> LockReport {
+        let mut one = self.clone();
+        one.slots = Vec::new();
+        one
     }
 }

@@ -3,5 +3,6 @@
 //! Markdown tables. `compare` (the lock file) and `leases` (the lease
 //! engines) are its binaries.
 
+pub mod clock;
 pub mod format;
 pub mod stats;

@@ -8,18 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
-/// CLOCK_MONOTONIC in nanoseconds. Unlike `Instant`, the raw value is
-/// comparable between processes, which the handoff measurement relies on:
-/// the holder stamps its release and the waiter stamps its wake-up.
-pub(crate) fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(crate) use lockfile_bench::clock::mono_ns;
 
 /// The CPUs this process may run on (sched_getaffinity), in order.
 pub(crate) fn allowed_cpus() -> Vec<usize> {

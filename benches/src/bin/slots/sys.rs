@@ -11,18 +11,7 @@ use std::path::Path;
 use anyhow::{Context as _, Result, bail};
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
-/// CLOCK_MONOTONIC in nanoseconds. Unlike `Instant`, the raw value is
-/// comparable between processes: the holder stamps its release (or this
-/// program its kill) and the waiter its hold.
-pub(crate) fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(crate) use lockfile_bench::clock::mono_ns;
 
 /// The path as a C string, for the raw probe.
 pub(crate) fn cpath(path: &Path) -> Result<CString> {

@@ -381,6 +381,19 @@ fn a_role_or_schema_that_would_need_quoting_is_refused_and_a_plain_role_gets_exa
             "{table}"
         );
     }
+    // The fence: through its function alone, never its table.
+    assert_eq!(
+        pg.psql("SELECT has_function_privilege('jobs_app', 'jobs.fence(text, bigint)', 'EXECUTE')"),
+        "t"
+    );
+    assert_eq!(
+        pg.psql("SELECT has_table_privilege('jobs_app', 'jobs.fences', 'SELECT, INSERT, UPDATE, DELETE')"),
+        "f"
+    );
+    assert_eq!(
+        pg.psql("SELECT has_function_privilege('jobs_app', 'jobs.fence_reset(text)', 'EXECUTE')"),
+        "f"
+    );
 }
 
 /// `lockfile postgres schema | psql -v ON_ERROR_STOP=1`, as the owner of a

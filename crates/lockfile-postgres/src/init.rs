@@ -6,8 +6,9 @@ use crate::schema::ddl;
 use crate::{LeaseOptions, Operation, Result};
 
 impl LeaseOptions {
-    /// Creates the schema, its sequence and its tables if they do not exist
-    /// ([`ddl`]), as `lockfile postgres init` does. Safe to run again, and
+    /// Creates the schema, its sequence and its tables if they do not exist,
+    /// and (again) the fence's functions ([`ddl`]), as `lockfile postgres
+    /// init` does. Safe to run again, and
     /// from several hosts at once. With `history_days`, sets the run
     /// history's retention. Needs a role that may create the schema (or
     /// owns it); the jobs' role then needs only

@@ -86,6 +86,12 @@
 //!   under `serializable` (a server whose `default_transaction_isolation`
 //!   says so): a statement refused with 40001 or 40P01 is sent again, each
 //!   time with a `statement_retried` event.
+//! - **Fencing where the data lives.** A job whose data is in PostgreSQL
+//!   calls `SELECT SCHEMA.fence('NAME', token)` first in its own
+//!   transaction ([`schema::fence_sql`]): it keeps the highest token per
+//!   name and raises SQLSTATE [`LF001`](sqlstate::STALE_FENCING_TOKEN) for
+//!   a lower one, so that a stale holder's whole transaction rolls back.
+//!   The engine itself never calls it.
 //! - **Run history.** [`Lease::record_outcome`] writes the lease layer's
 //!   [`History`] document to `SCHEMA.history` (a compare-and-set on its
 //!   version) and the run's end to `SCHEMA.runs`, where every run is kept

@@ -1,10 +1,16 @@
 //! The schema: its name, its DDL (`lockfile postgres schema` prints it,
 //! `lockfile postgres init` applies it), and the grants a run needs.
 //!
+//! The DDL also holds the fence that a job's own transaction calls first
+//! (`SELECT lockfile.fence('backup', $1)`, see [`fence_sql`]), so that the
+//! data in the same database refuses a stale holder's writes.
+//!
 //! A run never creates anything: when hosts race, creation fails, and an
 //! application role should not need DDL rights.
 
 use std::fmt::Write as _;
+
+use crate::sqlstate::STALE_FENCING_TOKEN;
 
 /// The schema that holds the tables unless told otherwise.
 pub const DEFAULT_SCHEMA: &str = "lockfile";
@@ -215,6 +221,86 @@ CREATE TABLE IF NOT EXISTS {s}.settings (
     only_row     boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     history_days integer NOT NULL CHECK (history_days OPERATOR(pg_catalog.>) 0)
 );
+
+-- Fencing where the data lives: per name, the highest fencing token that a
+-- job's own transaction has presented to {s}.fence(). Written only through
+-- that function: the jobs' role has no privilege on the table.
+CREATE TABLE IF NOT EXISTS {s}.fences (
+    name       pg_catalog.text PRIMARY KEY,
+    token      bigint          NOT NULL,
+    updated_at pg_catalog.timestamptz NOT NULL
+);
+
+-- Called first in a job's transaction: remembers the highest token per name
+-- and raises SQLSTATE LF001 for a lower one, so that a stale holder's whole
+-- transaction rolls back; an equal token passes (one holder, several
+-- transactions). The row lock that the upsert takes orders the callers: a
+-- stale transaction that fences after a newer one waits for it, then fails.
+-- SECURITY DEFINER, with a search_path of pg_catalog and pg_temp last, and
+-- every name qualified besides: nothing the caller may create is used.
+CREATE OR REPLACE FUNCTION {s}.fence(lease_name pg_catalog.text, fencing_token bigint)
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $fence$
+DECLARE
+    highest bigint;
+BEGIN
+    IF lease_name IS NULL OR fencing_token IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'null_value_not_allowed',
+            MESSAGE = '{s}.fence: the lease name and the fencing token must not be NULL',
+            HINT = 'pass the lease''s name and its token, e.g. {s}.fence(''backup'', LOCKFILE_FENCING_TOKEN)';
+    END IF;
+    INSERT INTO {s}.fences AS f (name, token, updated_at)
+        VALUES (lease_name, fencing_token, pg_catalog.statement_timestamp())
+        ON CONFLICT (name) DO UPDATE
+            SET token = EXCLUDED.token, updated_at = EXCLUDED.updated_at
+            WHERE f.token OPERATOR(pg_catalog.<=) EXCLUDED.token
+        RETURNING f.token INTO highest;
+    IF NOT FOUND THEN
+        -- The upsert locked the row even though it did not update it.
+        SELECT f.token INTO highest FROM {s}.fences AS f
+            WHERE f.name OPERATOR(pg_catalog.=) lease_name;
+        RAISE EXCEPTION USING
+            ERRCODE = '{STALE_FENCING_TOKEN}',
+            MESSAGE = pg_catalog.format(
+                '{s}.fence: stale fencing token %s for %L: the highest seen is %s',
+                fencing_token, lease_name, highest),
+            DETAIL = 'A later holder of the lease has fenced: this transaction rolls back, and must not be retried with this token.',
+            HINT = pg_catalog.format(
+                'Only if the name moved to an engine with smaller tokens, and no holder under the old one is left, may the schema''s owner SELECT {s}.fence_reset(%L).',
+                lease_name);
+    END IF;
+    RETURN highest;
+END
+$fence$;
+
+-- Forgets a name's highest token: the way to move a name to an engine whose
+-- tokens are smaller (etcd's revisions, PostgreSQL's sequence and Redis's
+-- microsecond clock differ in scale). For the schema's owner only.
+CREATE OR REPLACE FUNCTION {s}.fence_reset(lease_name pg_catalog.text)
+    RETURNS void
+    LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+AS $fence_reset$
+BEGIN
+    IF lease_name IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'null_value_not_allowed',
+            MESSAGE = '{s}.fence_reset: the lease name must not be NULL';
+    END IF;
+    DELETE FROM {s}.fences AS f WHERE f.name OPERATOR(pg_catalog.=) lease_name;
+END
+$fence_reset$;
+
+-- A function's EXECUTE is PUBLIC's by default: a role that could fence with
+-- a huge token would fence every holder out. grants() gives fence() to the
+-- jobs' role; fence_reset() stays the owner's.
+REVOKE ALL ON FUNCTION {s}.fence(pg_catalog.text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION {s}.fence_reset(pg_catalog.text) FROM PUBLIC;
 "
     );
     match history_days {
@@ -232,8 +318,52 @@ CREATE TABLE IF NOT EXISTS {s}.settings (
     ddl
 }
 
+/// The statement that a job's own transaction runs first, before its
+/// writes, to fence them: `SELECT SCHEMA.fence($1, $2)`, with the lease's
+/// name (`text`) as `$1` and its fencing token (`bigint`) as `$2`.
+///
+/// The function remembers the highest token it has seen per name (in
+/// `SCHEMA.fences`) and returns the token; a lower token raises SQLSTATE
+/// [`STALE_FENCING_TOKEN`] (`LF001`), so that the whole transaction of a
+/// holder whose lease went to another rolls back. An equal token passes:
+/// one holder may fence many transactions. A stale transaction that fences
+/// after a newer holder's waits for that one to end, then fails. Tokens of
+/// one name must come from one engine: `SCHEMA.fence_reset(name)`, for the
+/// schema's owner, forgets a name before it moves to an engine with smaller
+/// tokens.
+///
+/// `schema` must pass [`check_schema`].
+///
+/// ```
+/// use lockfile_postgres::schema::fence_sql;
+/// assert_eq!(fence_sql("lockfile"), "SELECT lockfile.fence($1, $2)");
+/// ```
+///
+/// With tokio-postgres, in the transaction that writes:
+///
+/// ```no_run
+/// # async fn job(client: &mut tokio_postgres::Client, token: i64) -> Result<(), tokio_postgres::Error> {
+/// use lockfile_postgres::{schema::fence_sql, sqlstate::STALE_FENCING_TOKEN};
+///
+/// let tx = client.transaction().await?;
+/// if let Err(e) = tx.query_one(&fence_sql("lockfile"), &[&"backup", &token]).await {
+///     if e.code().map(|c| c.code()) == Some(STALE_FENCING_TOKEN) {
+///         eprintln!("a later holder has fenced: not writing ({e})");
+///     }
+///     return Err(e); // dropping `tx` rolls it back
+/// }
+/// tx.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 7", &[]).await?;
+/// tx.commit().await
+/// # }
+/// ```
+pub fn fence_sql(schema: &str) -> String {
+    format!("SELECT {schema}.fence($1, $2)")
+}
+
 /// The grants a role needs to run jobs (and inspect) with schema `schema`,
-/// and nothing more: no DDL rights.
+/// and nothing more: no DDL rights. With them, the role's own transactions
+/// may call `SCHEMA.fence` ([`fence_sql`]), but not write `SCHEMA.fences`
+/// nor call `SCHEMA.fence_reset`.
 ///
 /// `role` must pass [`check_role`], and `schema` [`check_schema`].
 pub fn grants(schema: &str, role: &str) -> String {
@@ -242,6 +372,8 @@ pub fn grants(schema: &str, role: &str) -> String {
         "GRANT USAGE ON SCHEMA {s} TO {role};
 GRANT USAGE ON SEQUENCE {s}.fencing_tokens TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.leases, {s}.history, {s}.runs, {s}.settings TO {role};
+-- The job's own transactions fence through {s}.fence(), never on {s}.fences.
+GRANT EXECUTE ON FUNCTION {s}.fence(pg_catalog.text, bigint) TO {role};
 "
     )
 }
@@ -291,5 +423,28 @@ mod tests {
         assert!(ddl.contains("VALUES (30) ON CONFLICT (only_row) DO NOTHING"));
         assert!(super::ddl("jobs", Some(7)).contains("DO UPDATE SET history_days"));
         assert!(grants("jobs", "app").contains("ON SEQUENCE jobs.fencing_tokens TO app"));
+    }
+
+    #[test]
+    fn the_fence_is_created_revoked_from_public_and_granted_to_the_role_alone() {
+        let ddl = ddl("jobs", None);
+        assert!(ddl.contains("CREATE TABLE IF NOT EXISTS jobs.fences"));
+        assert!(ddl.contains("CREATE OR REPLACE FUNCTION jobs.fence(lease_name pg_catalog.text"));
+        assert!(ddl.contains("SET search_path = pg_catalog, pg_temp"));
+        assert!(ddl.contains("ERRCODE = 'LF001'"));
+        assert!(
+            ddl.contains("REVOKE ALL ON FUNCTION jobs.fence(pg_catalog.text, bigint) FROM PUBLIC")
+        );
+        assert!(
+            ddl.contains("REVOKE ALL ON FUNCTION jobs.fence_reset(pg_catalog.text) FROM PUBLIC")
+        );
+        let grants = grants("jobs", "app");
+        assert!(
+            grants
+                .contains("GRANT EXECUTE ON FUNCTION jobs.fence(pg_catalog.text, bigint) TO app;")
+        );
+        assert!(!grants.contains("fence_reset"));
+        assert!(!grants.contains("jobs.fences,") && !grants.contains("jobs.fences TO"));
+        assert_eq!(fence_sql("jobs"), "SELECT jobs.fence($1, $2)");
     }
 }

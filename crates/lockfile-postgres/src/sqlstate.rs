@@ -21,6 +21,12 @@ pub const SERIALIZATION_FAILURE: &str = "40001";
 pub const DEADLOCK_DETECTED: &str = "40P01";
 /// SQLSTATE 42501, `insufficient_privilege`.
 pub const INSUFFICIENT_PRIVILEGE: &str = "42501";
+/// SQLSTATE LF001, lockfile's own (the class `LF` is one that PostgreSQL
+/// does not use): `SCHEMA.fence(name, token)` was given a token lower than
+/// the highest it has seen for the name, so a later holder of the lease has
+/// fenced, and the caller's transaction rolls back. Never retry it with the
+/// same token. See [`fence_sql`](crate::schema::fence_sql).
+pub const STALE_FENCING_TOKEN: &str = "LF001";
 
 /// An error from PostgreSQL or from the connection to it, with its SQLSTATE
 /// when the server answered. Find it as the `source` of
@@ -184,7 +190,7 @@ impl fmt::Display for ServerError {
                 "; create the tables with `lockfile postgres init URL` or the library's `LeaseOptions::init` (`lockfile postgres schema` prints them)",
             ),
             Some(INSUFFICIENT_PRIVILEGE) => f.write_str(
-                "; the role needs USAGE on the schema and its sequence, and SELECT, INSERT, UPDATE and DELETE on its tables",
+                "; the role needs USAGE on the schema and its sequence, and SELECT, INSERT, UPDATE and DELETE on its tables leases, history, runs and settings",
             ),
             _ => Ok(()),
         }

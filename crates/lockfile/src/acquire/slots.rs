@@ -151,6 +151,7 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
         match &mut watch {
             Some(w) => {
                 let nap = left.min(SWEEP.saturating_sub(swept_at.elapsed()));
+                let listening = Instant::now();
                 let woke = w.wait(nap, &mut |name| {
                     if let Some(index) = slot_of(base, name).filter(|&i| i < count.get()) {
                         due.insert(index);
@@ -158,8 +159,12 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
                 });
                 match woke {
                     Ok(overflowed) if overflowed || swept_at.elapsed() >= SWEEP => sweep = true,
-                    // Others' files: a nap before listening again.
-                    Ok(_) if due.is_empty() => std::thread::sleep(IDLE_NAP.min(left)),
+                    // Woken early for others' files: a nap (within the
+                    // time it was to listen) before listening again.
+                    Ok(_) if due.is_empty() => {
+                        let rest = nap.saturating_sub(listening.elapsed());
+                        std::thread::sleep(IDLE_NAP.min(rest));
+                    }
                     Ok(_) => {}
                     // A watch that fails once is given up for the polls.
                     Err(_) => {

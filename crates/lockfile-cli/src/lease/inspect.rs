@@ -38,24 +38,13 @@ pub(crate) fn inspect(args: &InspectArgs) -> i32 {
     let text = match args.format() {
         Format::Table => table(&outcomes),
         Format::Json => json(engine.kind(), &outcomes),
-        // A set of slots is exported lease by lease, as any lease is.
         Format::Prometheus => lease_metrics::render(
             &outcomes
                 .iter()
-                .flat_map(|(name, r)| match r {
-                    Ok(r) => r
-                        .with_slots()
-                        .map(|r| Outcome {
-                            engine: engine.kind(),
-                            name: &r.name,
-                            report: Some(r),
-                        })
-                        .collect(),
-                    Err(_) => vec![Outcome {
-                        engine: engine.kind(),
-                        name,
-                        report: None,
-                    }],
+                .map(|(name, r)| Outcome {
+                    engine: engine.kind(),
+                    name,
+                    report: r.as_ref().ok(),
                 })
                 .collect::<Vec<_>>(),
         ),

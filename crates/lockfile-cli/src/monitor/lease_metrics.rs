@@ -14,7 +14,9 @@ use lockfile_lease::LeaseReport;
 use lockfile_lease::report::LeaseState;
 
 use crate::monitor::exposition::{self, Exposition, Family};
-use crate::monitor::lock_metrics::{ACQUIRED, FINDING, HOLDER, INSPECT_ERROR, LAST_SUCCESS, STATE};
+use crate::monitor::lock_metrics::{
+    ACQUIRED, FINDING, HOLDER, INSPECT_ERROR, LAST_SUCCESS, SLOTS, SLOTS_HELD, STATE,
+};
 
 /// The states a lease can be in.
 const STATES: [LeaseState; 2] = [LeaseState::Free, LeaseState::Held];
@@ -41,11 +43,30 @@ pub(crate) struct Outcome<'a> {
 }
 
 /// The samples of every outcome. A name given twice is exported once: a
-/// repeated series would make the collector refuse the whole file.
+/// repeated series would make the collector refuse the whole file. A set
+/// of slots is exported lease by lease, as any lease is, plus the set's
+/// size and how many hold it, on slot 0's name.
 pub(crate) fn render(outcomes: &[Outcome<'_>]) -> String {
+    let mut named = HashSet::new();
+    let sets: Vec<(&str, &str, &LeaseReport)> = outcomes
+        .iter()
+        .filter_map(|o| Some((o.engine, o.name, o.report?)))
+        .filter(|&(engine, lock, r)| !r.slots.is_empty() && named.insert((engine, lock)))
+        .collect();
+    let slots: Vec<Outcome<'_>> = sets
+        .iter()
+        .flat_map(|&(engine, _, r)| {
+            r.slots.iter().map(move |slot| Outcome {
+                engine,
+                name: &slot.name,
+                report: Some(slot),
+            })
+        })
+        .collect();
     let mut seen = HashSet::new();
     let outcomes: Vec<&Outcome<'_>> = outcomes
         .iter()
+        .chain(&slots)
         .filter(|o| seen.insert((o.engine, o.name)))
         .collect();
     let reports: Vec<(&str, &str, &LeaseReport)> = outcomes
@@ -174,6 +195,30 @@ pub(crate) fn render(outcomes: &[Outcome<'_>]) -> String {
                             1.0,
                         )
                     })
+            })
+            .collect(),
+    );
+    let in_force = |r: &LeaseReport| {
+        lockfile::slot::in_force(
+            r.with_slots()
+                .map(|s| (s.state == LeaseState::Held, s.owner.as_ref())),
+        )
+    };
+    e.family_of(
+        &SLOTS,
+        sets.iter()
+            .map(|&(engine, lock, r)| {
+                let labels = vec![("engine", engine), ("lock", lock)];
+                (labels, in_force(r).1 as f64)
+            })
+            .collect(),
+    );
+    e.family_of(
+        &SLOTS_HELD,
+        sets.iter()
+            .map(|&(engine, lock, r)| {
+                let labels = vec![("engine", engine), ("lock", lock)];
+                (labels, in_force(r).0 as f64)
             })
             .collect(),
     );

@@ -57,13 +57,13 @@ pub(crate) const INSPECT_ERROR: Family = Family::gauge(
     "1 when the path could not be inspected, 0 when it was.",
 );
 
-const SLOTS: Family = Family::gauge(
+pub(crate) const SLOTS: Family = Family::gauge(
     "lockfile_lock_slots",
-    "For slot 0 of a set of slots (run --slots): how many slots there are, the largest N its holders' records state.",
+    "For slot 0 of a set of slots (run --slots; a lease: NAME): how many slots there are, the largest N its holders' records state.",
 );
-const SLOTS_HELD: Family = Family::gauge(
+pub(crate) const SLOTS_HELD: Family = Family::gauge(
     "lockfile_lock_slots_held",
-    "For slot 0 of a set of slots (run --slots): how many of its slots are held.",
+    "For slot 0 of a set of slots (run --slots; a lease: NAME): how many of its slots are held.",
 );
 
 /// A set's slots held and its N ([`lockfile::slot::in_force`]).

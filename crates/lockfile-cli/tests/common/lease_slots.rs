@@ -49,6 +49,25 @@ pub(crate) fn n_runs_hold_n_slot_leases(lease: &[&str]) {
         assert_eq!(set[0]["slots"][0]["name"], "gpu@1", "{json:#}");
         assert!(entries.iter().all(|e| e["name"] != "gpu@1"), "{json:#}");
     }
+    // Metrics: every slot's lease, and the set's size and holders.
+    let out = lockfile()
+        .args(["inspect", "--format", "prometheus"])
+        .args(lease)
+        .arg("gpu")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let engine = lease[0].trim_start_matches("--");
+    for sample in [
+        format!("lockfile_lock_slots{{engine=\"{engine}\",lock=\"gpu\"}} 2\n"),
+        format!("lockfile_lock_slots_held{{engine=\"{engine}\",lock=\"gpu\"}} 2\n"),
+        format!("lockfile_lock_state{{engine=\"{engine}\",lock=\"gpu@1\",state=\"held\"}} 1\n"),
+    ] {
+        assert!(text.contains(&sample), "{sample} in:\n{text}");
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), text.as_bytes()).unwrap();
+    super::prometheus::promtool_accepts(file.path());
     // `check` judges the set: both slots held, so saturated past 0 s.
     let out = lockfile()
         .args([

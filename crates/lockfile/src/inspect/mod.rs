@@ -25,7 +25,7 @@ pub use health::Unhealthy;
 pub use json_path::JsonPath;
 pub use known::known_findings;
 pub(crate) use liveness::{Liveness, judge_owner};
-pub(crate) use open::{open_dir, open_for_inspect, open_for_inspect_at};
+pub(crate) use open::{open_dir, open_for_inspect_at};
 pub use options::{BelievedHistory, InspectOptions};
 pub use report::{LockReport, LockState};
 
@@ -34,7 +34,7 @@ pub use crate::content::{Content, NoRecord};
 pub use crate::holder::Holder;
 
 use crate::Result;
-use open::{lock_files, open_error};
+use open::{lock_files, open_error, open_one};
 use scan::Scan;
 
 impl InspectOptions {
@@ -46,21 +46,7 @@ impl InspectOptions {
     pub fn inspect(&self, path: impl AsRef<Path>) -> Result<LockReport> {
         let path = path.as_ref();
         let mut scan = Scan::new(self, path)?;
-        // Never what a symlink named `link/` points to; and `dir/` names a
-        // directory, as the kernel reads it.
-        let itself = crate::sys::without_trailing_slash(path);
-        let names_dir = matches!(itself, std::borrow::Cow::Owned(_));
-        let file = match open_for_inspect(&itself) {
-            Ok(file) if names_dir && !file.metadata().is_ok_and(|m| m.is_dir()) => {
-                return Err(open_error(
-                    path,
-                    io::Error::from_raw_os_error(libc::ENOTDIR),
-                ));
-            }
-            Ok(file) => Some(file),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(open_error(path, e)),
-        };
+        let file = open_one(path)?;
         let mut reports = [scan.report(0, path.to_path_buf(), file)];
         scan.settle(&mut reports);
         let [report] = reports;

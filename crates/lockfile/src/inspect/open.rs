@@ -102,6 +102,23 @@ pub(super) fn open_error(path: &Path, e: io::Error) -> Error {
     Error::from_io(Operation::Read, path, e).explain()
 }
 
+/// Opens the lock file at `path` for an inspection: `None` when there is
+/// none. Never what a symlink named `link/` points to; and `dir/` names a
+/// directory, as the kernel reads it.
+pub(super) fn open_one(path: &Path) -> Result<Option<File>> {
+    let itself = crate::sys::without_trailing_slash(path);
+    let names_dir = matches!(itself, std::borrow::Cow::Owned(_));
+    match open_for_inspect(&itself) {
+        Ok(file) if names_dir && !file.metadata().is_ok_and(|m| m.is_dir()) => Err(open_error(
+            path,
+            io::Error::from_raw_os_error(libc::ENOTDIR),
+        )),
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(open_error(path, e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

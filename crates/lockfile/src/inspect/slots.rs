@@ -7,7 +7,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
-use super::open::{open_dir, open_error, open_for_inspect_at};
+use super::open::{open_dir, open_error, open_for_inspect_at, open_one};
 use super::scan::Scan;
 use super::{InspectOptions, LockReport};
 use crate::Result;
@@ -25,16 +25,14 @@ impl InspectOptions {
     /// is left out rather than failing the whole.
     pub fn inspect_slots(&self, path: impl AsRef<Path>) -> Result<LockReport> {
         let path = path.as_ref();
-        let mut report = self.inspect(path)?;
         let (Some(base), false) = (
             path.file_name(),
             path.as_os_str().as_bytes().ends_with(b"/"),
         ) else {
-            return Ok(report);
+            return self.inspect(path);
         };
-        let dir = crate::paths::parent_dir(path);
-        let Ok(dir_fd) = open_dir(dir) else {
-            return Ok(report);
+        let Ok(dir_fd) = open_dir(crate::paths::parent_dir(path)) else {
+            return self.inspect(path);
         };
         let mut names = Vec::new();
         if let Ok(listing) = rustix::fs::Dir::read_from(&dir_fd) {
@@ -46,29 +44,25 @@ impl InspectOptions {
             }
         }
         if names.is_empty() {
-            return Ok(report);
+            return self.inspect(path);
         }
+        // One scan, one read of the kernel's lock table, for the whole set.
         let mut scan = Scan::new(self, path)?;
-        let mut reports: Vec<Result<_>> = names
-            .into_iter()
-            .enumerate()
-            .map(|(i, name)| {
-                let slot_path = path.with_file_name(&name);
-                match open_for_inspect_at(&dir_fd, Path::new(&name)) {
-                    Ok(file) => scan.report(i, slot_path, Some(file)),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        scan.report(i, slot_path, None)
-                    }
-                    Err(e) => Err(open_error(&slot_path, e)),
-                }
-            })
-            .collect();
-        scan.settle(&mut reports);
-        for slot in reports.into_iter().flatten() {
-            if is_slot(&slot) {
-                report.slots.push(slot);
-            }
+        let mut reports =
+            vec![open_one(path).and_then(|file| scan.report(0, path.to_owned(), file))];
+        for name in names {
+            let slot_path = path.with_file_name(&name);
+            let i = reports.len();
+            reports.push(match open_for_inspect_at(&dir_fd, Path::new(&name)) {
+                Ok(file) => scan.report(i, slot_path, Some(file)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => scan.report(i, slot_path, None),
+                Err(e) => Err(open_error(&slot_path, e)),
+            });
         }
+        scan.settle(&mut reports);
+        let mut reports = reports.into_iter();
+        let mut report = reports.next().expect("slot 0's report")?;
+        report.slots = reports.flatten().filter(is_slot).collect();
         sort(&mut report.slots);
         Ok(report)
     }

@@ -3,7 +3,7 @@
 //! [`LeaseOptions::acquire`] and [`LeaseOptions::try_acquire`].
 
 use lockfile::wait::Wait;
-use lockfile_lease::{Engine, Lease, LeaseGuard, LeaseReport, LeaseRequest, Result};
+use lockfile_lease::{Acquisition, Engine, LeaseGuard, LeaseReport, LeaseRequest, Result};
 
 use crate::state::EtcdOps;
 use crate::{ENGINE, LeaseOptions};
@@ -14,8 +14,8 @@ impl Engine for LeaseOptions {
     }
 
     /// The request's TTL, or these options' when it names none.
-    fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>> {
-        Ok(Box::new(self.take(name, request)?))
+    fn start(&self, name: &str, request: &LeaseRequest) -> Result<Acquisition> {
+        LeaseGuard::start(name, self.ops(name, request)?, request)
     }
 
     fn inspect(&self, name: &str) -> Result<LeaseReport> {
@@ -68,8 +68,13 @@ impl LeaseOptions {
     }
 
     fn take(&self, name: &str, request: &LeaseRequest) -> Result<LeaseGuard> {
-        let ops = EtcdOps::new(self, name, request.ttl.unwrap_or(self.ttl))?;
-        LeaseGuard::acquire(name, ops, request)
+        LeaseGuard::acquire(name, self.ops(name, request)?, request)
+    }
+
+    /// The server operations on the lease `name`, with the request's TTL
+    /// (these options' when it names none).
+    fn ops(&self, name: &str, request: &LeaseRequest) -> Result<EtcdOps> {
+        EtcdOps::new(self, name, request.ttl.unwrap_or(self.ttl))
     }
 }
 

@@ -2,12 +2,23 @@
 //! and waits, judged by [`Acquiring`], until the lease is taken, refused or
 //! waited for too long; then the `lock_acquired` event.
 
-use crate::acquiring::{Acquiring, Next};
-use crate::engine::LeaseRequest;
-use crate::error::Result;
-use crate::ops::{Granted, LeaseOps};
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
 
-/// Takes the lease through `ops` as `request` says.
+use crate::acquiring::{Acquiring, Next};
+use crate::error::{Error, Operation, Result};
+use crate::ops::{Granted, LeaseOps};
+use crate::request::LeaseRequest;
+
+/// Takes the lease through `ops` as `request` says, unless `abandoned`
+/// completes first (the caller stopped waiting).
+///
+/// An abandoned acquire stops at the next wait or before the next attempt,
+/// never in the middle of an attempt: an attempt cut short could leave a
+/// lease granted on the server that nobody releases. One that completes
+/// after the abandonment is handed over all the same, and released at once
+/// by the lease's thread, since nobody takes it.
 ///
 /// # Errors
 ///
@@ -15,10 +26,21 @@ use crate::ops::{Granted, LeaseOps};
 pub(crate) async fn acquire<O: LeaseOps>(
     ops: &mut O,
     request: &LeaseRequest,
+    abandoned: impl Future<Output = ()>,
 ) -> Result<Granted<O::Held>> {
+    let mut abandoned = pin!(abandoned);
     let mut acquiring = Acquiring::new(ops.key(), ops.history_key(), request.wait);
     let until = acquiring.until();
+    let key = ops.key().to_owned();
+    let given_up = || Error::Io {
+        op: Operation::Acquire,
+        key: key.clone(),
+        source: std::io::Error::other("the caller stopped waiting for the lease"),
+    };
     loop {
+        if poll_fn(|cx| Poll::Ready(abandoned.as_mut().poll(cx).is_ready())).await {
+            return Err(given_up());
+        }
         let attempt = ops.attempt(request, until).await;
         let seen = match acquiring.judge(attempt)? {
             Next::Again => continue,
@@ -29,12 +51,20 @@ pub(crate) async fn acquire<O: LeaseOps>(
             Next::Wait(seen) => Some(seen),
             Next::Retry => None,
         };
-        let waited = match ops.wait(seen, until).await {
+        let wait = tokio::select! {
+            waited = ops.wait(seen, until) => waited,
+            () = abandoned.as_mut() => return Err(given_up()),
+        };
+        let waited = match wait {
             Ok(waited) => waited,
             // The wait failed as an attempt can: waited out as one.
             Err(e) => {
                 acquiring.retry_after(e)?;
-                match ops.wait(None, until).await {
+                let wait = tokio::select! {
+                    waited = ops.wait(None, until) => waited,
+                    () = abandoned.as_mut() => return Err(given_up()),
+                };
+                match wait {
                     Ok(waited) => waited,
                     Err(e) => acquiring.retry_after(e).map(|()| true)?,
                 }

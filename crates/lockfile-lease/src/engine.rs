@@ -1,105 +1,17 @@
-//! The lease layer's two traits for code that drives any engine: an
-//! [`Engine`] (a server that keeps leases) and a [`Lease`] (one held lease,
-//! a [`LeaseGuard`](crate::LeaseGuard) whatever the engine). An engine
-//! implements [`Engine`] with its server operations (`ops.rs`).
+//! The lease layer's trait for code that drives any engine: an [`Engine`],
+//! a server that keeps leases. An engine implements it with its server
+//! operations (`ops.rs`); what it hands out is a
+//! [`LeaseGuard`](crate::LeaseGuard), a [`Lease`](crate::Lease) whatever the engine.
 
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use lockfile::OwnerRecord;
 use lockfile::check::{CheckOptions, Health};
-use lockfile::history::{LastRun, RunEnd};
-use lockfile::tick::{Claim, TickClaim};
-use lockfile::wait::Wait;
 
-use crate::{LeaseReport, LeaseSignal, Result};
-
-/// What a caller asks of one acquisition, whatever the engine. Built as
-/// every options type of this project is (`&mut self` setters, as std's
-/// `OpenOptions`): chain the setters in the call that uses it, or keep a
-/// `let mut` and set what a run needs.
-///
-/// ```
-/// use std::time::Duration;
-/// use lockfile::wait::Wait;
-/// let mut request = lockfile_lease::LeaseRequest::new();
-/// request
-///     .wait(Wait::up_to(Some(Duration::from_secs(30))))
-///     .ttl(Duration::from_secs(15))
-///     .job("nightly-report")
-///     .max_runtime(Duration::from_secs(3600));
-/// assert_eq!(request.ttl, Some(Duration::from_secs(15)));
-/// ```
-#[derive(Clone, Debug, Default)]
-#[non_exhaustive]
-pub struct LeaseRequest {
-    /// Whether and how long to wait while someone else holds the lease.
-    /// Default: [`Wait::No`].
-    pub wait: Wait,
-    /// The lease's time to live; `None` for the engine's default.
-    pub ttl: Option<Duration>,
-    /// The job name written in the owner record.
-    pub job: Option<String>,
-    /// The run's maximum runtime, written in the owner record
-    /// (`max_runtime_seconds`), so that `inspect` and `check` can say that a
-    /// holder is `overrunning`.
-    pub max_runtime: Option<Duration>,
-    /// Claim the tick of the run's start (`--once-per`), atomically with
-    /// taking the lease: see [`Engine::acquire`].
-    pub tick: Option<TickClaim>,
-    /// The slot this lease is of, written in the owner record: set by
-    /// [`acquire_slot`](crate::slots::acquire_slot) for each slot it tries.
-    pub slot: Option<lockfile::record::Slot>,
-}
-
-impl LeaseRequest {
-    /// A request with every default: no wait, the engine's TTL.
-    pub fn new() -> LeaseRequest {
-        LeaseRequest::default()
-    }
-
-    /// Wait as `wait` says while someone else holds the lease.
-    pub fn wait(&mut self, wait: Wait) -> &mut Self {
-        self.wait = wait;
-        self
-    }
-
-    /// Ask for this time to live.
-    pub fn ttl(&mut self, ttl: Duration) -> &mut Self {
-        self.ttl = Some(ttl);
-        self
-    }
-
-    /// Name the job in the owner record.
-    pub fn job(&mut self, job: impl Into<String>) -> &mut Self {
-        self.job = Some(job.into());
-        self
-    }
-
-    /// Claim the tick of the run's start, atomically with taking the lease.
-    pub fn claim_tick(&mut self, claim: TickClaim) -> &mut Self {
-        self.tick = Some(claim);
-        self
-    }
-
-    /// Record the run's maximum runtime in the owner record.
-    pub fn max_runtime(&mut self, max_runtime: Duration) -> &mut Self {
-        self.max_runtime = Some(max_runtime);
-        self
-    }
-
-    /// The owner record a holder writes for this request, renewing every
-    /// `renew_every` (a third of the TTL): the core crate's record, with the
-    /// job and the maximum runtime.
-    pub fn owner_record(&self, renew_every: Duration) -> OwnerRecord {
-        let mut record = OwnerRecord::current(self.job.as_deref(), Some(renew_every));
-        record.max_runtime_ms = self
-            .max_runtime
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        record.slot = self.slot;
-        record
-    }
-}
+use crate::acquisition::Acquisition;
+use crate::lease::Lease;
+use crate::request::LeaseRequest;
+use crate::{LeaseReport, Result};
 
 /// How often a waiting acquire asks the server again, for a lease of `ttl`,
 /// when the engine has no way to be told that the lease came free: a tenth
@@ -120,7 +32,7 @@ pub fn poll_interval(ttl: Duration) -> Duration {
 ///
 /// An engine promises, for each name:
 /// - at most one holder at a time, as long as every holder stops acting on
-///   its lease by its [`deadline`](LeaseSignal::deadline);
+///   its lease by its [`deadline`](crate::LeaseSignal::deadline);
 /// - a fencing token larger than every earlier holder's;
 /// - a run history that outlives the lease, written with a compare-and-set
 ///   ([`Lease::record_outcome`]).
@@ -129,9 +41,25 @@ pub trait Engine: fmt::Debug + Send + Sync {
     /// `postgres`.
     fn kind(&self) -> &'static str;
 
+    /// Starts taking the lease on `name`, as [`acquire`](Self::acquire)
+    /// does, on the lease's own thread, and returns at once: the
+    /// [`Acquisition`] is waited for ([`wait`](Acquisition::wait)) or, with
+    /// the `tokio` feature, awaited. An engine builds its server operations
+    /// for `name` and hands them to
+    /// [`LeaseGuard::start`](crate::LeaseGuard::start).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`](crate::Error::InvalidName),
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions), or
+    /// [`Error::Io`](crate::Error::Io) when the thread cannot be started;
+    /// the rest comes from the acquisition.
+    fn start(&self, name: &str, request: &LeaseRequest) -> Result<Acquisition>;
+
     /// Takes the lease on `name`: without waiting, or waiting as
     /// `request.wait` says while someone else holds it. Returns once the
-    /// lease is held and its renewal runs in the background.
+    /// lease is held and its renewal runs in the background: [`start`](Self::start),
+    /// then [`wait`](Acquisition::wait).
     ///
     /// With `request.tick`, the lease is taken only together with a claim
     /// on the run's tick, in one atomic step on the name's run history
@@ -147,7 +75,9 @@ pub trait Engine: fmt::Debug + Send + Sync {
     /// [`Error::InvalidOptions`](crate::Error::InvalidOptions), a refused
     /// tick ([`Error::is_tick_refused`](crate::Error::is_tick_refused)), or
     /// a server error naming the operation and the key.
-    fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>>;
+    fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>> {
+        Ok(Box::new(self.start(name, request)?.wait()?))
+    }
 
     /// Who holds the lease on `name`, with its token, TTL and run history.
     /// Never takes or changes anything. The report's findings are judged with
@@ -190,84 +120,5 @@ pub trait Engine: fmt::Debug + Send + Sync {
         let now = SystemTime::now();
         let report = self.inspect(name)?.judged(opts.inspect_options(), now);
         Ok(opts.judge(report, now))
-    }
-}
-
-/// A held lease, renewed in the background until released (the
-/// [`LeaseGuard`](crate::LeaseGuard) of every engine). Dropping it releases
-/// it too, logging errors.
-///
-/// Holding a lease is a belief with an expiry date: pass
-/// [`fencing_token`](Lease::fencing_token) to every resource the work
-/// changes, and stop the work by the [`deadline`](Lease::deadline)
-/// ([`LeaseSignal::wait_step`] with a [`StopPolicy`](crate::policy::StopPolicy)).
-pub trait Lease: fmt::Debug + Send + Sync {
-    /// The lease name.
-    fn name(&self) -> &str;
-
-    /// Where the engine keeps it (an etcd key, a table row's name).
-    fn key(&self) -> &str;
-
-    /// The fencing token: larger than every earlier holder's of any lease on
-    /// the same server.
-    fn fencing_token(&self) -> u64;
-
-    /// The owner record the holder wrote.
-    fn record(&self) -> &OwnerRecord;
-
-    /// The TTL the server granted.
-    fn ttl(&self) -> Duration;
-
-    /// The engine's own id of the lease, if it has one (etcd's lease id).
-    fn lease_id(&self) -> Option<i64> {
-        None
-    }
-
-    /// The lease's deadline and lost signal, for any thread.
-    fn signal(&self) -> LeaseSignal;
-
-    /// The claim on the run's tick taken with the lease, when asked for
-    /// ([`LeaseRequest::claim_tick`]).
-    fn claim(&self) -> Option<&Claim>;
-
-    /// Records how this run ended in the lease's run history, with the
-    /// engine's compare-and-set, within
-    /// [`write_until`](crate::history::write_until) of the deadline. Returns the run
-    /// written. Call it before [`release`](Lease::release).
-    ///
-    /// # Errors
-    ///
-    /// A server error or [`Error::Conflict`](crate::Error::Conflict); the
-    /// history is then left as it was.
-    fn record_outcome(&self, end: RunEnd) -> Result<LastRun>;
-
-    /// Releases the lease: stops renewing, and frees it on the server if it
-    /// is still ours. Never waits on the server past the deadline.
-    ///
-    /// # Errors
-    ///
-    /// A server error. A lease lost before the release is no error: it
-    /// returns [`Released::AfterLoss`](crate::Released::AfterLoss).
-    /// Renewal has stopped either way.
-    fn release(self: Box<Self>) -> Result<crate::Released>;
-
-    /// The latest moment (monotonic clock) the holder can be sure it still
-    /// holds the lease. See [`LeaseSignal::deadline`].
-    fn deadline(&self) -> Instant {
-        self.signal().deadline()
-    }
-
-    /// `Ok` while the lease is certainly held. See [`LeaseSignal::check`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LeaseLost`](crate::Error::LeaseLost) with the reason.
-    fn check(&self) -> Result<()> {
-        self.signal().check()
-    }
-
-    /// Whether the lease may have lapsed.
-    fn is_lost(&self) -> bool {
-        self.signal().is_lost()
     }
 }

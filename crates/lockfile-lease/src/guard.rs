@@ -8,16 +8,19 @@ use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
 
 use crate::Released;
-use crate::acquire::acquire;
-use crate::engine::{Lease, LeaseRequest};
 use crate::error::{LostReason, Result};
-use crate::hold::hold;
-use crate::ops::LeaseOps;
+use crate::lease::Lease;
 use crate::session::Session;
-use crate::signal::{LeaseSignal, Renewals};
+use crate::signal::LeaseSignal;
 
 /// A held lease, on any engine. Dropping it releases the lease;
 /// [`release`](LeaseGuard::release) does the same and reports errors.
+///
+/// Dropped outside a tokio runtime, the drop waits until the server was
+/// told (as `release` does). Dropped inside one, it only asks the lease's
+/// thread to release, and returns at once: no worker is blocked, and the
+/// thread frees the lease within about two request timeouts (never past the
+/// deadline), logging `release_failed` if it cannot.
 ///
 /// A thread of the guard's own renews the lease every third of the TTL
 /// (through the engine's [`LeaseOps`]), so renewal goes on while the
@@ -48,56 +51,23 @@ pub struct LeaseGuard {
 }
 
 /// What the lease's thread hands the guard once the lease is held.
-struct Acquired {
-    token: u64,
-    ttl: Duration,
-    lease_id: Option<i64>,
-    record: OwnerRecord,
-    claim: Option<Claim>,
-    acquired_at: Instant,
-    signal: LeaseSignal,
+#[derive(Debug)]
+pub(crate) struct Acquired {
+    pub(crate) token: u64,
+    pub(crate) ttl: Duration,
+    pub(crate) lease_id: Option<i64>,
+    pub(crate) record: OwnerRecord,
+    pub(crate) claim: Option<Claim>,
+    pub(crate) acquired_at: Instant,
+    pub(crate) signal: LeaseSignal,
 }
 
 impl LeaseGuard {
-    /// Takes the lease `name` through `ops` as `request` says, on a thread
-    /// of its own (`lockfile-KIND`) that then holds it; returns once the
-    /// lease is held, or why not. What an engine's
-    /// [`Engine::acquire`](crate::Engine::acquire) does.
-    ///
-    /// # Errors
-    ///
-    /// As [`Engine::acquire`](crate::Engine::acquire).
-    pub fn acquire<O: LeaseOps>(name: &str, ops: O, request: &LeaseRequest) -> Result<LeaseGuard> {
-        let key = ops.key().to_owned();
-        let history_key = ops.history_key().to_owned();
-        let thread = format!("lockfile-{}", O::KIND);
-        let request = request.clone();
-        let (acquired, session) = Session::spawn(
-            &thread,
-            &key,
-            &history_key,
-            move |ready, requests| async move {
-                let mut ops = ops;
-                let granted = match acquire(&mut ops, &request).await {
-                    Ok(granted) => granted,
-                    Err(e) => return ready.send(Err(e)),
-                };
-                let renewals = Renewals::new(ops.key(), granted.ttl, granted.granted_at);
-                ready.send(Ok(Acquired {
-                    token: granted.fencing_token,
-                    ttl: granted.ttl,
-                    lease_id: granted.lease_id,
-                    record: granted.record.clone(),
-                    claim: granted.claim.clone(),
-                    acquired_at: granted.granted_at,
-                    signal: renewals.signal(),
-                }));
-                hold(ops, granted, renewals, requests).await;
-            },
-        )?;
-        Ok(LeaseGuard {
+    /// The guard of the lease `name` on `key`, held by `session`'s thread.
+    pub(crate) fn held(name: &str, key: &str, acquired: Acquired, session: Session) -> LeaseGuard {
+        LeaseGuard {
             name: name.to_owned(),
-            key,
+            key: key.to_owned(),
             token: acquired.token,
             ttl: acquired.ttl,
             lease_id: acquired.lease_id,
@@ -106,7 +76,7 @@ impl LeaseGuard {
             acquired_at: acquired.acquired_at,
             signal: acquired.signal,
             session,
-        })
+        }
     }
 }
 
@@ -155,7 +125,7 @@ impl LeaseGuard {
     }
 
     /// The claim on the run's tick taken with the lease, when one was asked
-    /// for ([`LeaseRequest::claim_tick`]).
+    /// for ([`LeaseRequest::claim_tick`](crate::LeaseRequest::claim_tick)).
     pub fn claim(&self) -> Option<&Claim> {
         self.claim.as_ref()
     }
@@ -258,6 +228,34 @@ impl LeaseGuard {
     /// unreleased lease expires after its TTL.
     pub fn release(mut self) -> Result<Released> {
         self.session.release()
+    }
+
+    /// [`record_outcome`](LeaseGuard::record_outcome), awaited: the task's
+    /// thread is not blocked while the lease's thread writes.
+    ///
+    /// # Errors
+    ///
+    /// As [`record_outcome`](LeaseGuard::record_outcome).
+    #[cfg(feature = "tokio")]
+    pub async fn record_outcome_async(&self, end: RunEnd) -> Result<LastRun> {
+        self.session.record_async(end).await
+    }
+
+    /// [`release`](LeaseGuard::release), awaited: the task's thread is not
+    /// blocked while the lease's thread frees the lease on the server.
+    /// Renewal has stopped when it completes.
+    ///
+    /// Cancel-safe: a release cancelled half-way goes on, on the lease's
+    /// thread, and logs a failure (`release_failed`) itself. So does
+    /// dropping the guard inside a runtime, which never blocks (see
+    /// [`LeaseGuard`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`release`](LeaseGuard::release).
+    #[cfg(feature = "tokio")]
+    pub async fn release_async(mut self) -> Result<Released> {
+        self.session.release_async().await
     }
 }
 

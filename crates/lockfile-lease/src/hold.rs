@@ -55,7 +55,9 @@ pub(crate) async fn hold<O: LeaseOps>(
                         claim: granted.claim.clone(),
                     };
                     let write = ops.record(run, until);
-                    tokio::spawn(async move { reply.send(write.await) });
+                    tokio::spawn(async move {
+                        let _ = reply.send(write.await);
+                    });
                 }
                 other => break other,
             },
@@ -87,8 +89,16 @@ pub(crate) async fn hold<O: LeaseOps>(
         None => release(&mut ops, &mut granted, until).await,
     };
     renewals.lose(LostReason::Released);
-    if let Some(Request::Release(reply)) = request {
-        reply.send(result);
+    // Nobody to tell (a guard dropped inside a runtime, an acquire given up
+    // after the grant): a failure is logged here, as a drop would have.
+    let untold = match request {
+        Some(Request::Release(reply)) => reply.send(result),
+        _ => Some(result),
+    };
+    if let Some(Err(e)) = untold
+        && !e.is_lost()
+    {
+        tracing::warn!(name: "release_failed", event = "release_failed", error = %e);
     }
 }
 

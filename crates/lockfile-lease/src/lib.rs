@@ -74,17 +74,25 @@
 
 mod acquire;
 pub mod acquiring;
+mod acquisition;
+#[cfg(feature = "tokio")]
+mod ending;
 pub mod engine;
 pub mod error;
 mod guard;
 pub mod history;
 mod hold;
+#[cfg(feature = "tokio")]
+pub mod leader;
+mod lease;
 mod lost;
 pub mod name;
 pub mod ops;
+mod park;
 pub mod policy;
 mod released;
 pub mod report;
+mod request;
 mod runtime;
 mod session;
 pub mod signal;
@@ -94,12 +102,17 @@ pub mod waiting;
 
 // The root: what code that drives any engine needs. The rest lives in the
 // modules above.
-pub use engine::{Engine, Lease, LeaseRequest};
+pub use acquisition::Acquisition;
+#[cfg(feature = "tokio")]
+pub use ending::Ending;
+pub use engine::Engine;
 pub use error::{Error, Result};
 pub use guard::LeaseGuard;
+pub use lease::Lease;
 pub use lockfile::wait::Wait;
 pub use released::Released;
 pub use report::LeaseReport;
+pub use request::LeaseRequest;
 pub use signal::LeaseSignal;
 
 // Inside the crate, every type by its short name.

@@ -17,8 +17,8 @@ use lockfile::history::{LastRun, RunEnd};
 use lockfile::tick::Claim;
 
 use crate::acquiring::Attempt;
-use crate::engine::LeaseRequest;
 use crate::error::{LostReason, Result};
+use crate::request::LeaseRequest;
 
 /// A lease an engine's attempt took, with what the server granted.
 #[derive(Debug)]

@@ -20,6 +20,8 @@ pub(crate) struct Shared {
     ttl: Duration,
     state: Mutex<State>,
     changed: Condvar,
+    /// The same wake-ups as `changed`, for tasks (`ending.rs`).
+    notify: tokio::sync::Notify,
 }
 
 pub(crate) struct State {
@@ -47,7 +49,21 @@ impl Shared {
                 callbacks: Vec::new(),
             }),
             changed: Condvar::new(),
+            notify: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Wakes every thread and task that waits for a change.
+    fn wake_all(&self) {
+        self.changed.notify_all();
+        self.notify.notify_waiters();
+    }
+
+    /// A wake-up at the next change, for a task: enable it before looking at
+    /// the state, so that a change in between is not missed.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -69,14 +85,14 @@ impl Shared {
         st.deadline = st.deadline.max(sent + ttl);
         st.failures = 0;
         drop(st);
-        self.changed.notify_all();
+        self.wake_all();
     }
 
     pub(crate) fn renewal_failed(&self) {
         let mut st = self.lock();
         st.failures = st.failures.saturating_add(1);
         drop(st);
-        self.changed.notify_all();
+        self.wake_all();
     }
 
     /// Declares the lease lost. The first reason sticks: a lost lease is
@@ -128,7 +144,7 @@ impl Shared {
         st.lost = Some((reason.clone(), now));
         let callbacks = std::mem::take(&mut st.callbacks);
         drop(st);
-        self.changed.notify_all();
+        self.wake_all();
         for callback in callbacks {
             callback(&reason);
         }

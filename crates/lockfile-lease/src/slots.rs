@@ -27,8 +27,10 @@ use lockfile::record::Slot;
 use lockfile::slot::SlotCount;
 use lockfile::wait::Wait;
 
-use crate::engine::{Engine, Lease, LeaseRequest, poll_interval};
+use crate::engine::{Engine, poll_interval};
+use crate::lease::Lease;
 use crate::report::LeaseState;
+use crate::request::LeaseRequest;
 use crate::{Error, LeaseReport, Result};
 
 /// The lease name of slot `index` of `name`: `name` itself for slot 0,

@@ -1,10 +1,10 @@
 //! The lease layer's [`Engine`], implemented for Redis by [`LeaseOptions`]
-//! with its server operations (`ops.rs`); the [`Lease`] is the layer's
+//! with its server operations (`ops.rs`); the [`Lease`](lockfile_lease::Lease) is the layer's
 //! [`LeaseGuard`]. And the options' own ways to take a lease,
 //! [`LeaseOptions::acquire`] and [`LeaseOptions::try_acquire`].
 
 use lockfile::wait::Wait;
-use lockfile_lease::{Engine, Lease, LeaseGuard, LeaseReport, LeaseRequest, Result};
+use lockfile_lease::{Acquisition, Engine, LeaseGuard, LeaseReport, LeaseRequest, Result};
 
 use crate::state::RedisOps;
 use crate::{ENGINE, LeaseOptions, inspect};
@@ -15,8 +15,8 @@ impl Engine for LeaseOptions {
     }
 
     /// The request's TTL, or these options' when it names none.
-    fn acquire(&self, name: &str, request: &LeaseRequest) -> Result<Box<dyn Lease>> {
-        Ok(Box::new(self.take(name, request)?))
+    fn start(&self, name: &str, request: &LeaseRequest) -> Result<Acquisition> {
+        LeaseGuard::start(name, self.ops(name, request)?, request)
     }
 
     fn inspect(&self, name: &str) -> Result<LeaseReport> {
@@ -68,8 +68,13 @@ impl LeaseOptions {
     }
 
     fn take(&self, name: &str, request: &LeaseRequest) -> Result<LeaseGuard> {
-        let ops = RedisOps::new(self, name, request.ttl.unwrap_or(self.ttl))?;
-        LeaseGuard::acquire(name, ops, request)
+        LeaseGuard::acquire(name, self.ops(name, request)?, request)
+    }
+
+    /// The server operations on the lease `name`, with the request's TTL
+    /// (these options' when it names none).
+    fn ops(&self, name: &str, request: &LeaseRequest) -> Result<RedisOps> {
+        RedisOps::new(self, name, request.ttl.unwrap_or(self.ttl))
     }
 }
 

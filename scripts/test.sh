@@ -119,6 +119,8 @@ cargo clippy -p lockfile-cli --no-default-features -- -D warnings
 # The library's fallback for Unix systems without /proc, built on Linux so
 # that it cannot rot (it is not tested here: its inspect cannot name holders).
 RUSTFLAGS="--cfg lockfile_fallback" cargo clippy -p lockfile-core --target-dir target/fallback -- -D warnings
+# ... and its async acquire (the `tokio` feature), which polls there.
+RUSTFLAGS="--cfg lockfile_fallback" cargo clippy -p lockfile-core --features tokio --target-dir target/fallback -- -D warnings
 # The fuzz targets: a package of their own (cargo-fuzz's layout, outside the
 # workspace), built here so that they cannot rot. Their bodies run over the
 # seed corpus as the `lockfile` crate's `fuzz_corpus` tests.
@@ -192,6 +194,9 @@ fi
 cargo run --release -p lockfile-bench --bin compare -- --quick
 # A slot waiter's lag and CPU (`--slots`), in its quick size (about 10 s).
 cargo run --release -p lockfile-bench --bin slots -- --quick
+# 1,000 async waiters in one process: their threads and wake-up lag, against
+# as many threads blocked in the kernel's wait (a few seconds).
+cargo run --release -p lockfile-bench --bin async_waiters -- --quick
 # The lease engines' figures, on servers it starts itself: only where etcd
 # and PostgreSQL build and run (redis-server is required above).
 if [ "$etcd" = all ] && [ "$postgres" = all ]; then

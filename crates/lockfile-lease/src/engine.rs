@@ -1,7 +1,7 @@
 //! The lease layer's trait for code that drives any engine: an [`Engine`],
 //! a server that keeps leases. An engine implements it with its server
 //! operations (`ops.rs`); what it hands out is a
-//! [`LeaseGuard`](crate::LeaseGuard), a [`Lease`](crate::Lease) whatever the engine.
+//! [`LeaseGuard`](crate::LeaseGuard), a [`Lease`] whatever the engine.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -9,8 +9,9 @@ use std::time::{Duration, SystemTime};
 use lockfile::check::{CheckOptions, Health};
 
 use crate::acquisition::Acquisition;
-use crate::lease::Lease;
-use crate::request::LeaseRequest;
+// Where they were defined before they had files of their own.
+pub use crate::lease::Lease;
+pub use crate::request::LeaseRequest;
 use crate::{LeaseReport, Result};
 
 /// How often a waiting acquire asks the server again, for a lease of `ttl`,

@@ -23,7 +23,7 @@ use crate::signal::LeaseSignal;
 /// deadline), logging `release_failed` if it cannot.
 ///
 /// A thread of the guard's own renews the lease every third of the TTL
-/// (through the engine's [`LeaseOps`]), so renewal goes on while the
+/// (through the engine's [`LeaseOps`](crate::ops::LeaseOps)), so renewal goes on while the
 /// caller's (synchronous) work runs. The guard knows the latest moment it
 /// can be sure it still holds the lease ([`deadline`](LeaseGuard::deadline)) and says
 /// so the moment that certainty ends ([`check`](LeaseGuard::check),

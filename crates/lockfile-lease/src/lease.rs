@@ -44,7 +44,7 @@ pub trait Lease: fmt::Debug + Send + Sync {
     fn signal(&self) -> LeaseSignal;
 
     /// The claim on the run's tick taken with the lease, when asked for
-    /// ([`LeaseRequest::claim_tick`]).
+    /// ([`LeaseRequest::claim_tick`](crate::LeaseRequest::claim_tick)).
     fn claim(&self) -> Option<&Claim>;
 
     /// Records how this run ended in the lease's run history, with the

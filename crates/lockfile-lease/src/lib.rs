@@ -67,6 +67,79 @@
 //! renewals.renewed(Instant::now(), Duration::from_secs(9));
 //! assert!(signal.check().is_ok());
 //! ```
+//!
+//! ## In an async service (the `tokio` feature)
+//!
+//! Nothing here blocks a runtime's worker: an engine's
+//! [`start`](Engine::start) returns an [`Acquisition`] at once, and awaiting
+//! it waits on a channel that the lease's own thread answers (dropping it
+//! gives up, cancel-safely). A held lease says when its work must stop as
+//! futures to `select!` on: `LeaseSignal::lost`, and
+//! `LeaseSignal::ending`, which completes `grace` before the deadline
+//! when renewals have been failing. `LeaseGuard::release_async` and a
+//! guard dropped inside a runtime never block either. Here, a lease whose
+//! renewals never come (nothing renews this one):
+//!
+//! ```
+//! # #[cfg(feature = "tokio")]
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use std::time::{Duration, Instant};
+//! use lockfile_lease::Ending;
+//! use lockfile_lease::signal::Renewals;
+//!
+//! let renewals = Renewals::new("lockfile/locks/report", Duration::from_millis(300), Instant::now());
+//! let signal = renewals.signal();
+//! let mut steps = 0;
+//! let ending = loop {
+//!     tokio::select! {
+//!         ending = signal.ending(Duration::from_millis(100)) => break ending,
+//!         () = tokio::time::sleep(Duration::from_millis(10)) => steps += 1, // the work
+//!     }
+//! };
+//! // Told to stop while 100 ms remained: done before the deadline.
+//! assert!(matches!(ending, Ending::Near { deadline } if Instant::now() < deadline));
+//! assert!(steps > 0);
+//! # });
+//! ```
+//!
+//! The module `leader` is what a service wants of a lease: campaign, lead while
+//! held, stop before the lease can lapse, campaign again; on every engine.
+//! A whole service (the example `leader_service` is this one, with a
+//! choice of engine and store):
+//!
+//! ```no_run
+//! # #[cfg(feature = "tokio")]
+//! # mod service {
+//! use std::ops::ControlFlow;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use lockfile_lease::Engine;
+//! use lockfile_lease::leader::Election;
+//!
+//! /// Leads for ever: writes every second while leading, each write fenced
+//! /// by the term's token where the data lives.
+//! pub async fn serve(engine: Arc<dyn Engine>) -> lockfile_lease::Result<()> {
+//!     Election::new(engine, "billing")
+//!         .lead(|term| async move {
+//!             while term.is_leading() {
+//!                 // BEGIN; SELECT lockfile.fence('billing', $token); ...; COMMIT
+//!                 write(term.fencing_token()).await;
+//!                 tokio::select! {
+//!                     _ = term.ending() => break, // renewals failing: stop now
+//!                     () = tokio::time::sleep(Duration::from_secs(1)) => {}
+//!                 }
+//!             }
+//!             ControlFlow::<()>::Continue(()) // step down, campaign again
+//!         })
+//!         .await
+//! }
+//! # async fn write(_token: u64) {}
+//! # }
+//! ```
+//!
+//! Work that overstays its term is dropped just before the deadline; a
+//! write already on its way cannot be called back, which is what the
+//! fence is for. See `docs/services.md`.
 
 #![deny(missing_docs)]
 // The owner record comes from the core crate, which is Unix-only.

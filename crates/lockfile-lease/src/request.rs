@@ -38,7 +38,7 @@ pub struct LeaseRequest {
     /// holder is `overrunning`.
     pub max_runtime: Option<Duration>,
     /// Claim the tick of the run's start (`--once-per`), atomically with
-    /// taking the lease: see [`Engine::acquire`].
+    /// taking the lease: see [`Engine::acquire`](crate::Engine::acquire).
     pub tick: Option<TickClaim>,
     /// The slot this lease is of, written in the owner record: set by
     /// [`acquire_slot`](crate::slots::acquire_slot) for each slot it tries.

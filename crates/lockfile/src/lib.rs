@@ -26,6 +26,30 @@
 //! project's crate), imported as `lockfile`: `lockfile-core = "0.1"` in
 //! `Cargo.toml`.
 //!
+//! With the `tokio` feature (off by default), a job in async code waits
+//! for its lock without blocking a runtime's thread (see `waiter`: one
+//! thread waits for every such waiter of the process):
+//!
+//! ```
+//! # #[cfg(feature = "tokio")]
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), lockfile::Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("nightly.lock");
+//! let mut guard = lockfile::LockOptions::new()
+//!     .job("nightly")
+//!     .timeout(std::time::Duration::from_secs(60))
+//!     .acquire_async(&path)
+//!     .await?; // Error::Timeout names the holder, as `acquire`'s does
+//! guard.heartbeat()?; // a few syscalls, fine from async code
+//! guard.record_success()?;
+//! guard.release()?;
+//! # Ok(())
+//! # }
+//! # #[cfg(not(feature = "tokio"))]
+//! # fn main() {}
+//! ```
+//!
 //! # The kernel is the authority
 //!
 //! A lock made of "the file exists", or of "the PID in the file is alive",
@@ -378,6 +402,8 @@ pub mod slot;
 pub mod text;
 pub mod tick;
 mod trust;
+#[cfg(feature = "tokio")]
+pub mod waiter;
 // The one module allowed `unsafe`: the deny above keeps it from spreading unreviewed.
 #[allow(unsafe_code)]
 mod sys;

@@ -25,6 +25,8 @@ mod shared;
 mod silence;
 mod slots;
 mod unlink;
+#[cfg(feature = "tokio")]
+mod waiter;
 
 /// Not a test: the entry point of child processes spawned by the tests
 /// (see `support::ChildHolder`). Returns at once in a normal run.

@@ -3,12 +3,15 @@
 //!
 //! Each step has a file of its own: [`open`] opens the file, [`kernel`] takes
 //! the kernel lock, [`write`] writes the record. This file holds the entry
-//! points and the one loop that runs the steps in order.
+//! points and the one loop that runs the steps in order; [`unwritten`] is a
+//! lock taken by that loop whose record is left for later (the async
+//! waiter's, see `crate::waiter`).
 
 mod kernel;
 mod open;
 mod probe;
 mod slots;
+mod unwritten;
 mod write;
 
 use std::borrow::Cow;
@@ -29,8 +32,11 @@ pub(crate) use kernel::{holder_record, take_kernel_lock};
 use kernel::{lock_or_evict, unlocked};
 pub(crate) use open::may_not_write;
 use open::{Access, At, check_kind, open_lock_file, pin_directory, refuse_planted};
+#[cfg(feature = "tokio")]
+pub(crate) use probe::{Probe, probe};
+pub(crate) use unwritten::{Record, Taken, Unwritten};
 pub(crate) use write::{acquired, check_record_fits, owner, write_record};
-use write::{foreign_content, without_record};
+use write::{foreign_content, with_record, without_record};
 
 // The entry points live here, beside the one path they all take, so that
 // the acquire path runs one way: options → acquire → guard.
@@ -116,7 +122,25 @@ impl LockGuard {
 }
 
 fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
+    match take(opts, path, wait, Record::Now)? {
+        Taken::Guard(guard) => Ok(guard),
+        Taken::Unwritten(unwritten) => unwritten.finish(),
+    }
+}
+
+/// Takes the lock at `path` as `wait` allows: steps 1 to 5, or, with
+/// [`Record::Deferred`], steps 1 to 4, the record left to
+/// [`Unwritten::finish`].
+pub(crate) fn take(opts: &LockOptions, path: &Path, wait: Wait, record: Record) -> Result<Taken> {
     let started = Instant::now();
+    // A lock whose file takes no record: a guard at once, or the lock for
+    // later (nothing is written either way).
+    let without = |file, reason| match record {
+        Record::Now => Taken::Guard(without_record(opts, path, file, reason, started)),
+        Record::Deferred => {
+            Taken::Unwritten(Unwritten::without_record(file, path, opts, reason, started))
+        }
+    };
     check_record_fits(opts, path)?;
     let mode = opts.lock_mode();
     // What is opened and re-checked: the last component itself, never what a
@@ -194,16 +218,10 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
         // A directory never takes a record, and a shared lock never writes
         // one (many hold it at once): neither needs to know what is inside.
         if id.is_dir() {
-            return Ok(without_record(
-                opts,
-                path,
-                file,
-                NoRecord::Directory,
-                started,
-            ));
+            return Ok(without(file, NoRecord::Directory));
         }
         if mode == LockMode::Shared {
-            return Ok(without_record(opts, path, file, NoRecord::Shared, started));
+            return Ok(without(file, NoRecord::Shared));
         }
         let mut small = record::SmallRead::new();
         let previous = match record::read_content(&file, &mut small) {
@@ -238,30 +256,19 @@ fn lock(opts: &LockOptions, path: &Path, wait: Wait) -> Result<LockGuard> {
             (true, Access::ReadOnly) => NoRecord::ForeignContent,
             (false, Access::ReadOnly) => NoRecord::ReadOnly,
             (false, Access::ReadWrite) => {
-                let (doc, written_len) = match write_record(
-                    owner(opts),
-                    path,
-                    &file,
-                    &previous,
-                    started,
-                    eviction.take(),
-                    opts.claim_tick.as_ref(),
-                ) {
-                    Ok(written) => written,
-                    Err(e) => return Err(unlocked(&file, e)),
-                };
-                let guard = LockGuard::new(
-                    file,
-                    path.to_path_buf(),
-                    doc,
-                    None,
-                    written_len,
-                    opts.remove_on_release,
-                );
-                return Ok(guard.with_pinned_dir(pinned.map(|(dir, _)| dir)));
+                let pinned = pinned.map(|(dir, _)| dir);
+                let eviction = eviction.take();
+                return Ok(match record {
+                    Record::Now => Taken::Guard(with_record(
+                        opts, path, file, &previous, started, eviction, pinned,
+                    )?),
+                    Record::Deferred => Taken::Unwritten(Unwritten::with_record(
+                        file, path, opts, &previous, eviction, pinned, started,
+                    )),
+                });
             }
         };
-        return Ok(without_record(opts, path, file, no_record, started));
+        return Ok(without(file, no_record));
     }
 }
 

@@ -1,5 +1,6 @@
-//! A waiter's look at one slot: is it free? Read-only, so that the close
-//! that ends the look wakes no other waiter (see `crate::slot`).
+//! A waiter's look at one lock file (a slot's, or an async waiter's): is it
+//! free? Read-only, so that the close that ends the look wakes no other
+//! waiter (see `crate::slot` and `crate::waiter`).
 
 use std::io;
 use std::os::fd::AsFd as _;
@@ -9,12 +10,13 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::sys::{self, LockMode};
 
-/// What a look found at a slot's file.
+/// What a look found at a lock file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Probe {
-    /// Missing, or a regular file whose lock nobody holds: worth a try.
+pub(crate) enum Probe {
+    /// Missing, or a regular file whose lock a `mode` request would get
+    /// now: worth a try.
     Free,
-    /// A regular file whose lock is held.
+    /// A regular file whose lock is held against a `mode` request.
     Held,
     /// Anything else: not a regular file, not ours to read, or a lock the
     /// filesystem refuses through a read-only descriptor (NFSv4). Tried
@@ -24,8 +26,9 @@ pub(super) enum Probe {
     Unknown,
 }
 
-/// Looks at the slot file at `path` without creating, writing or waiting.
-pub(super) fn probe(path: &Path) -> Probe {
+/// Looks at the lock file at `path`, for a lock in `mode`, without
+/// creating, writing or waiting.
+pub(crate) fn probe(path: &Path, mode: LockMode) -> Probe {
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = match rustix::fs::open(path, flags, Mode::empty()) {
@@ -38,7 +41,7 @@ pub(super) fn probe(path: &Path) -> Probe {
         Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {}
         _ => return Probe::Unknown,
     }
-    match sys::try_lock(fd.as_fd(), LockMode::Exclusive) {
+    match sys::try_lock(fd.as_fd(), mode) {
         Ok(true) => {
             let _ = sys::unlock(fd.as_fd());
             Probe::Free

@@ -13,7 +13,7 @@ use crate::error::Operation;
 use crate::guard::LockGuard;
 use crate::record::Slot;
 use crate::slot::{SlotCount, SlotHolder, slot_of, slot_path};
-use crate::sys::DirWatch;
+use crate::sys::{DirWatch, LockMode};
 use crate::{Error, LockOptions, Result, Wait};
 
 /// How often a waiter tries every slot, whatever inotify said.
@@ -105,7 +105,9 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
     // attempts still wakes the wait that follows it.
     let mut watch = match wait {
         Wait::No => None,
-        _ => DirWatch::new(crate::paths::parent_dir(path)).ok(),
+        _ => DirWatch::new()
+            .and_then(|mut w| w.watch(crate::paths::parent_dir(path)).map(|_| w))
+            .ok(),
     };
     let base = path.file_name().unwrap_or(OsStr::new(""));
     let all = || (0..count.get()).collect::<BTreeSet<u16>>();
@@ -122,7 +124,7 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
             // A waiter looks before it tries: its look is read-only, and wakes
             // no other waiter (see `crate::slot`).
             if wait != Wait::No {
-                match probe(&file) {
+                match probe(&file, LockMode::Exclusive) {
                     Probe::Free => {}
                     Probe::Held => continue,
                     Probe::Unknown if !sweep => continue,
@@ -152,7 +154,7 @@ fn lock_slot(opts: &LockOptions, path: &Path, count: SlotCount, wait: Wait) -> R
             Some(w) => {
                 let nap = left.min(SWEEP.saturating_sub(swept_at.elapsed()));
                 let listening = Instant::now();
-                let woke = w.wait(nap, &mut |name| {
+                let woke = w.wait(nap, &mut |_, name| {
                     if let Some(index) = slot_of(base, name).filter(|&i| i < count.get()) {
                         due.insert(index);
                     }

@@ -2,9 +2,11 @@
 //! record only, carrying its history along.
 
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Instant;
 
+use super::kernel::unlocked;
 use crate::clock;
 use crate::content::NoRecord;
 use crate::evict::Eviction;
@@ -33,6 +35,41 @@ pub(super) fn without_record(
         0,
         opts.remove_on_release,
     )
+}
+
+/// Step 5, then the guard: writes the record over `previous` (our own
+/// content, read under the lock) and hands the lock to a guard; unlocks
+/// when the write fails, so that no lock without a record is left behind.
+pub(super) fn with_record(
+    opts: &LockOptions,
+    path: &Path,
+    file: File,
+    previous: &[u8],
+    started: Instant,
+    eviction: Option<Eviction>,
+    pinned: Option<OwnedFd>,
+) -> Result<LockGuard> {
+    let (doc, written_len) = match write_record(
+        owner(opts),
+        path,
+        &file,
+        previous,
+        started,
+        eviction,
+        opts.claim_tick.as_ref(),
+    ) {
+        Ok(written) => written,
+        Err(e) => return Err(unlocked(&file, e)),
+    };
+    let guard = LockGuard::new(
+        file,
+        path.to_path_buf(),
+        doc,
+        None,
+        written_len,
+        opts.remove_on_release,
+    );
+    Ok(guard.with_pinned_dir(pinned))
 }
 
 /// Emits `lock_acquired`: who took the lock, why it carries no record when

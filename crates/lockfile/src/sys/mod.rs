@@ -6,8 +6,9 @@
 //! Both offer the same functions; the types they share, and what needs no
 //! platform of its own, are defined once in the files beside them, so the
 //! two cannot drift apart. This file only gathers them: what the platforms
-//! share sits below them (`flock`, `holds`, `file_identity`, `process`), and
-//! what is built on them above (`files`, `process_identity`).
+//! share sits below them (`flock`, `holds`, `file_identity`, `process`,
+//! `signal_mask`), and what is built on them above (`files`,
+//! `process_identity`).
 
 // `--cfg lockfile_fallback` builds the fallback on Linux too, so that CI
 // compiles it: a fallback nobody builds stops compiling unnoticed.
@@ -29,6 +30,8 @@ mod files;
 mod flock;
 mod holds;
 mod process;
+#[cfg(feature = "tokio")]
+mod signal_mask;
 
 pub(crate) use file_identity::{Identity, file_kind};
 pub(crate) use files::{
@@ -38,3 +41,5 @@ pub(crate) use files::{
 pub(crate) use flock::{LockMode, lock, poll_until, try_lock, unlock};
 pub(crate) use holds::{HoldAccess, KernelHold, ProcessHold};
 pub(crate) use process::{ProcStat, parent_pid, pid_exists};
+#[cfg(feature = "tokio")]
+pub(crate) use signal_mask::block_all_signals;

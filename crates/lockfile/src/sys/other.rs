@@ -252,23 +252,56 @@ pub(crate) fn descriptors_readable(_pid: u32) -> bool {
     false
 }
 
-/// No inotify here: a waiter for any of several slots polls them.
-pub(crate) struct DirWatch(());
+/// No inotify here: a waiter for any of several slots polls them, and so
+/// does the async waiter. Never built: [`DirWatch::new`] always fails.
+#[derive(Debug)]
+pub(crate) enum DirWatch {}
+
+/// A watch that never exists (see [`DirWatch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum WatchId {}
 
 impl DirWatch {
-    pub(crate) fn new(_dir: &std::path::Path) -> io::Result<DirWatch> {
+    pub(crate) fn new() -> io::Result<DirWatch> {
         Err(io::ErrorKind::Unsupported.into())
     }
 
+    pub(crate) fn watch(&mut self, _dir: &std::path::Path) -> io::Result<WatchId> {
+        match *self {}
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) fn watch_closes(&mut self, _dir: &std::path::Path) -> io::Result<WatchId> {
+        match *self {}
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) fn unwatch(&mut self, _id: WatchId) {
+        match *self {}
+    }
+
     pub(crate) fn retire(self) -> Option<std::os::fd::OwnedFd> {
-        None
+        match self {}
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) fn as_fd(&self) -> BorrowedFd<'_> {
+        match *self {}
     }
 
     pub(crate) fn wait(
         &mut self,
         _timeout: std::time::Duration,
-        _seen: &mut dyn FnMut(&std::ffi::OsStr),
+        _seen: &mut dyn FnMut(WatchId, &std::ffi::OsStr),
     ) -> io::Result<bool> {
-        Ok(true)
+        match *self {}
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) fn read(
+        &mut self,
+        _seen: &mut dyn FnMut(WatchId, &std::ffi::OsStr),
+    ) -> io::Result<bool> {
+        match *self {}
     }
 }

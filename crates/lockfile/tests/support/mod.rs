@@ -582,6 +582,16 @@ fn run_child(action: &str) -> i32 {
         ["contend", path, marker, rounds] => {
             contend(Path::new(path), Path::new(marker), rounds.parse().unwrap())
         }
+        // A thousand async waiters on a handful of threads (see
+        // `tests/waiter.rs`): print what happened, exit.
+        #[cfg(feature = "tokio")]
+        ["waiter-crowd", dir, n] => crate::waiter::crowd(Path::new(dir), n.parse().unwrap()),
+        // Take and leave the lock at random moments until killed, writing
+        // nothing (see `tests/waiter.rs`).
+        #[cfg(feature = "tokio")]
+        ["come-and-go", path, seed] => {
+            crate::waiter::come_and_go(Path::new(path), seed.parse().unwrap())
+        }
         _ => {
             eprintln!("unknown child action {action:?}");
             2

@@ -15,6 +15,8 @@ mod wait_timer;
 
 pub(crate) use descriptor::{descriptor_lock, descriptor_path, reopen, shares_locked_file};
 pub(crate) use dir_watch::DirWatch;
+#[cfg(feature = "tokio")]
+pub(crate) use dir_watch::WatchId;
 pub(super) use identity::{filesystem_type, noatime_flag};
 pub(crate) use identity::{identity_at, identity_in, identity_of, open_dir_pinned};
 pub(crate) use lock_table::{KernelLocks, held_shared};

@@ -11,7 +11,8 @@
 //! and the store: a file path for the examples' file-backed store, or
 //! `postgres` to write through `lockfile.fence` in the PostgreSQL of the
 //! URL. Each line on stdout is what it did (`elected 7`, `wrote 7 1`,
-//! `ending 7 near 2980`, `stepped-down 7`). Stop it with Ctrl-C.
+//! `ending 7 near 2980`, `stepped-down 7`). Stop it with Ctrl-C: it
+//! steps down, and lets the release reach the server before it exits.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,13 +41,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         every: Duration::from_millis(500),
         obey: true,
     };
-    serve(
-        &Election::new(engine, name.as_str()),
-        Arc::new(store),
-        &service,
-        Arc::new(|event| println!("{event}")),
-        Arc::new(|_, _| {}),
-    )
-    .await?;
+    let election = Election::new(engine, name.as_str());
+    tokio::select! {
+        served = serve(
+            &election,
+            Arc::new(store),
+            &service,
+            Arc::new(|event| println!("{event}")),
+            Arc::new(|_, _| {}),
+        ) => served?,
+        _ = tokio::signal::ctrl_c() => println!("stopping"),
+    }
+    // The leadership was dropped with `serve`: let its release reach the
+    // server before the process ends, so that the other service is
+    // elected now rather than a TTL from now.
+    lockfile_lease::shutdown::releases().await;
     Ok(())
 }

@@ -21,7 +21,6 @@ use lockfile_lease::{Ending, Engine};
 use crate::{FencedStore, StoreError};
 
 /// Where the leader writes: a store that checks fencing tokens.
-#[derive(Debug)]
 pub enum Store {
     /// The examples' file-backed [`FencedStore`] (processes on one host).
     File(FencedStore),
@@ -35,6 +34,20 @@ pub enum Store {
         /// The name the fence keeps the highest token of.
         fence: String,
     },
+}
+
+/// Never the PostgreSQL URL: it may hold a password.
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Store::File(store) => f.debug_tuple("File").field(store).finish(),
+            #[cfg(feature = "postgres")]
+            Store::Postgres { fence, .. } => f
+                .debug_struct("Postgres")
+                .field("fence", fence)
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// What became of one write.

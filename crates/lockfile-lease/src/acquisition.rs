@@ -15,8 +15,9 @@ use crate::request::LeaseRequest;
 use crate::session::Starting;
 use crate::signal::Renewals;
 
-/// A lease being taken: the lease's thread is started and tries (or waits,
-/// as the request said) while the caller does something else.
+/// A lease being taken: the lease's thread is started, and takes the lease
+/// (trying, or waiting as the request said) from the moment the acquisition
+/// is first waited for or polled; nothing is asked of the server before.
 ///
 /// [`wait`](Acquisition::wait) blocks the calling thread until the lease is
 /// held or refused. With the `tokio` feature, an `Acquisition` is also a
@@ -25,6 +26,8 @@ use crate::signal::Renewals;
 ///
 /// **Cancel safety.** Dropping an `Acquisition` (a cancelled future, a
 /// `select!` that took another branch) gives up:
+/// - before its first wait or poll, nothing was asked of the server, and
+///   the lease's thread exits;
 /// - while it waits for a holder to let go, the wait ends at once and the
 ///   lease's thread exits;
 /// - during an attempt, the attempt runs to its end (at most the engine's
@@ -38,6 +41,9 @@ use crate::signal::Renewals;
 pub struct Acquisition {
     name: String,
     key: String,
+    /// Such an acquisition is only waited for: see the `Future` impl.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    claims_tick: bool,
     starting: Starting<Acquired>,
 }
 
@@ -62,12 +68,16 @@ impl LeaseGuard {
         let key = ops.key().to_owned();
         let history_key = ops.history_key().to_owned();
         let thread = format!("lockfile-{}", O::KIND);
+        let claims_tick = request.tick.is_some();
         let request = request.clone();
         let starting = crate::session::Session::start(
             &thread,
             &key,
             &history_key,
             move |mut ready, requests| async move {
+                if !ready.go().await {
+                    return;
+                }
                 let mut ops = ops;
                 let granted = match acquire(&mut ops, &request, ready.abandoned()).await {
                     Ok(granted) => granted,
@@ -89,6 +99,7 @@ impl LeaseGuard {
         Ok(Acquisition {
             name: name.to_owned(),
             key,
+            claims_tick,
             starting,
         })
     }
@@ -118,11 +129,11 @@ impl Acquisition {
     ///
     /// As [`Engine::acquire`](crate::Engine::acquire).
     pub fn wait(mut self) -> Result<LeaseGuard> {
-        crate::park::block_on(poll_fn(|cx| self.poll_guard(cx)))
+        crate::park::block_on(poll_fn(|cx| self.poll_guard(cx, true)))
     }
 
-    fn poll_guard(&mut self, cx: &mut Context<'_>) -> Poll<Result<LeaseGuard>> {
-        self.starting.poll_started(cx).map(|started| {
+    fn poll_guard(&mut self, cx: &mut Context<'_>, blocking: bool) -> Poll<Result<LeaseGuard>> {
+        self.starting.poll_started(cx, blocking).map(|started| {
             let (acquired, session) = started?;
             Ok(LeaseGuard::held(&self.name, &self.key, acquired, session))
         })
@@ -131,11 +142,28 @@ impl Acquisition {
 
 /// Awaits the lease without blocking the task's thread: see
 /// [`Acquisition`], and its cancel safety.
+///
+/// A request that claims a tick ([`LeaseRequest::claim_tick`]) is refused
+/// here ([`Error::InvalidOptions`](crate::Error::InvalidOptions)), before
+/// anything is asked of the server: the claim is written with the grant,
+/// and a future dropped after the grant would leave the claim of a run that
+/// never started, which the next run records as `owner_dead`. Such a
+/// request is [`wait`](Acquisition::wait)ed for.
 #[cfg(feature = "tokio")]
 impl std::future::Future for Acquisition {
     type Output = Result<LeaseGuard>;
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<LeaseGuard>> {
-        self.get_mut().poll_guard(cx)
+        let this = self.get_mut();
+        if this.claims_tick {
+            return Poll::Ready(Err(crate::Error::InvalidOptions {
+                op: crate::error::Operation::Acquire,
+                key: this.key.clone(),
+                reason: "a lease that claims a tick is waited for, not awaited: a future \
+                         dropped after the grant would leave the claim of a run that never started"
+                    .to_owned(),
+            }));
+        }
+        this.poll_guard(cx, false)
     }
 }

@@ -20,7 +20,9 @@ use crate::signal::LeaseSignal;
 /// told (as `release` does). Dropped inside one, it only asks the lease's
 /// thread to release, and returns at once: no worker is blocked, and the
 /// thread frees the lease within about two request timeouts (never past the
-/// deadline), logging `release_failed` if it cannot.
+/// deadline), logging `release_failed` if it cannot. A process that exits
+/// right after would end that thread before the server heard: await
+/// [`shutdown::releases`](crate::shutdown::releases) before `main` returns.
 ///
 /// A thread of the guard's own renews the lease every third of the TTL
 /// (through the engine's [`LeaseOps`](crate::ops::LeaseOps)), so renewal goes on while the

@@ -28,6 +28,10 @@ pub(crate) async fn hold<O: LeaseOps>(
     let mut cleaned = false;
     let mut watch = tokio::spawn(ops.watch(&granted.held));
     let mut watching = true;
+    // The run history's writes under way: each bounded by the deadline
+    // (`write_until`), and ended before the release, so that a record asked
+    // for before a release is written before it.
+    let mut records = tokio::task::JoinSet::new();
     // Whether the loss has been noticed, and the clean-up begun.
     let mut cleaning = false;
     let request = loop {
@@ -55,8 +59,13 @@ pub(crate) async fn hold<O: LeaseOps>(
                         claim: granted.claim.clone(),
                     };
                     let write = ops.record(run, until);
-                    tokio::spawn(async move {
-                        let _ = reply.send(write.await);
+                    let key = ops.history_key().to_owned();
+                    records.spawn(async move {
+                        // Nobody waits for it (an awaited record cancelled):
+                        // say so when it fails.
+                        if let Some(Err(e)) = reply.send(write.await) {
+                            tracing::warn!(name: "record_failed", event = "record_failed", key = %key, error = %e);
+                        }
                     });
                 }
                 other => break other,
@@ -75,6 +84,7 @@ pub(crate) async fn hold<O: LeaseOps>(
         }
     };
     watch.abort();
+    while records.join_next().await.is_some() {}
     // A deadline that passed unnoticed is a loss all the same.
     renewals.poll(Instant::now());
     let until = renewals.deadline();

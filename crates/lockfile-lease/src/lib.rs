@@ -87,16 +87,16 @@
 //! use lockfile_lease::Ending;
 //! use lockfile_lease::signal::Renewals;
 //!
-//! let renewals = Renewals::new("lockfile/locks/report", Duration::from_millis(300), Instant::now());
+//! let renewals = Renewals::new("lockfile/locks/report", Duration::from_millis(1500), Instant::now());
 //! let signal = renewals.signal();
 //! let mut steps = 0;
 //! let ending = loop {
 //!     tokio::select! {
-//!         ending = signal.ending(Duration::from_millis(100)) => break ending,
+//!         ending = signal.ending(Duration::from_millis(1000)) => break ending,
 //!         () = tokio::time::sleep(Duration::from_millis(10)) => steps += 1, // the work
 //!     }
 //! };
-//! // Told to stop while 100 ms remained: done before the deadline.
+//! // Told to stop while a second remained: done before the deadline.
 //! assert!(matches!(ending, Ending::Near { deadline } if Instant::now() < deadline));
 //! assert!(steps > 0);
 //! # });
@@ -168,6 +168,7 @@ pub mod report;
 mod request;
 mod runtime;
 mod session;
+pub mod shutdown;
 pub mod signal;
 pub mod slots;
 pub mod thread;

@@ -48,23 +48,37 @@ impl<T> Reply<T> {
     }
 }
 
-/// Where the thread says, once, that the lease is held (or why not).
+/// Where the thread says, once, that the lease is held (or why not); and
+/// hears when to begin.
 #[derive(Debug)]
-pub(crate) struct Ready<A>(oneshot::Sender<Result<A>>);
+pub(crate) struct Ready<A> {
+    answer: oneshot::Sender<Result<A>>,
+    go: Option<oneshot::Receiver<()>>,
+}
 
 impl<A> Ready<A> {
+    /// Waits until the [`Starting`] is first waited for or polled: true
+    /// then, false when it was dropped before. Nothing is asked of the
+    /// server before, as nothing is done by a future before its first poll.
+    pub(crate) async fn go(&mut self) -> bool {
+        match self.go.take() {
+            Some(go) => go.await.is_ok(),
+            None => true,
+        }
+    }
+
     /// Hands `acquired` (or the acquire's error) to the [`Starting`].
     /// Renewal goes on at once on the thread, whenever the caller gets to
     /// build its guard; should the caller be gone, the request stream is
     /// closed and the thread releases.
     pub(crate) fn send(self, acquired: Result<A>) {
-        let _ = self.0.send(acquired);
+        let _ = self.answer.send(acquired);
     }
 
     /// Completes once nobody waits for the lease any more: the
     /// [`Starting`] was dropped (a cancelled future).
     pub(crate) async fn abandoned(&mut self) {
-        self.0.closed().await;
+        self.answer.closed().await;
     }
 }
 
@@ -75,6 +89,8 @@ pub(crate) struct Starting<A> {
     key: String,
     history_key: String,
     ready: oneshot::Receiver<Result<A>>,
+    /// Sent at the first wait or poll: the thread begins then.
+    go: Option<oneshot::Sender<()>>,
     /// Taken by the session once the lease is held. Dropping it unanswered
     /// (with the `Starting`) tells the thread to let go.
     requests: Option<UnboundedSender<Request>>,
@@ -82,14 +98,23 @@ pub(crate) struct Starting<A> {
 }
 
 impl<A> Starting<A> {
-    /// Polls for the thread's answer.
+    /// Polls for the thread's answer (telling it to begin, the first time).
     ///
     /// # Errors
     ///
     /// The error the thread sent, or [`Error::Io`] ([`Operation::Spawn`])
-    /// when it ended without a word. A panic on the thread before it sent is
-    /// resumed here.
-    pub(crate) fn poll_started(&mut self, cx: &mut Context<'_>) -> Poll<Result<(A, Session)>> {
+    /// when it ended without a word: a panic, which `blocking` resumes here
+    /// (the thread is joined); awaited, the thread is never joined, so that
+    /// no worker waits for its unwinding, and its panic message is all
+    /// there is.
+    pub(crate) fn poll_started(
+        &mut self,
+        cx: &mut Context<'_>,
+        blocking: bool,
+    ) -> Poll<Result<(A, Session)>> {
+        if let Some(go) = self.go.take() {
+            let _ = go.send(());
+        }
         let answer = match Pin::new(&mut self.ready).poll(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(answer) => answer,
@@ -113,7 +138,12 @@ impl<A> Starting<A> {
             // Gone without a word: only a panic (or a runtime that could not
             // be built, which sends its error) ends the thread this way. It
             // has finished unwinding, or is about to.
-            Err(_) => match self.thread.take().map(JoinHandle::join) {
+            Err(_) => match self
+                .thread
+                .take()
+                .filter(|_| blocking)
+                .map(JoinHandle::join)
+            {
                 Some(Err(panic)) => std::panic::resume_unwind(panic),
                 _ => Err(spawn_error(
                     &self.key,
@@ -137,8 +167,9 @@ pub(crate) struct Session {
 impl Session {
     /// Starts the thread `name`, with every signal blocked and a
     /// single-threaded runtime of its own, and runs `body`'s future there:
-    /// it takes the lease on `key`, says so through [`Ready`] (giving up
-    /// should it be [`abandoned`](Ready::abandoned)), then holds it,
+    /// once told to [`go`](Ready::go), it takes the lease on `key`, says so
+    /// through [`Ready`] (giving up should it be
+    /// [`abandoned`](Ready::abandoned)), then holds it,
     /// answering [`Requests`] until a [`Request::Release`] (or until the
     /// stream closes: then it releases). Returns at once.
     ///
@@ -157,6 +188,7 @@ impl Session {
         F: Future<Output = ()>,
     {
         let (ready_tx, ready) = oneshot::channel::<Result<A>>();
+        let (go, go_rx) = oneshot::channel();
         let (requests, received) = unbounded_channel::<Request>();
         let thread_key = key.to_owned();
         let thread = std::thread::Builder::new()
@@ -169,7 +201,11 @@ impl Session {
                         return;
                     }
                 };
-                runtime.block_on(body(Ready(ready_tx), received));
+                let ready = Ready {
+                    answer: ready_tx,
+                    go: Some(go_rx),
+                };
+                runtime.block_on(body(ready, received));
                 // The connections' tasks are dropped, not awaited.
                 runtime.shutdown_background();
             })
@@ -178,6 +214,7 @@ impl Session {
             key: key.to_owned(),
             history_key: history_key.to_owned(),
             ready,
+            go: Some(go),
             requests: Some(requests),
             thread: Some(thread),
         })
@@ -279,15 +316,18 @@ impl Drop for Session {
     ///
     /// Inside a tokio runtime it only asks: the lease's thread releases on
     /// its own (within about two request timeouts, never past the deadline)
-    /// and logs a failure itself, so that no worker is blocked. Elsewhere it
-    /// waits, so that the lease is free when the drop returns.
+    /// and logs a failure itself, so that no worker is blocked;
+    /// [`shutdown::releases`](crate::shutdown::releases) waits for it.
+    /// Elsewhere it waits, so that the lease is free when the drop returns.
     fn drop(&mut self) {
         if self.thread.is_none() {
             return;
         }
         if tokio::runtime::Handle::try_current().is_ok() {
-            let (reply, _) = oneshot::channel();
-            let _ = self.requests.send(Request::Release(Reply(reply)));
+            let (reply, answer) = oneshot::channel();
+            if self.requests.send(Request::Release(Reply(reply))).is_ok() {
+                crate::shutdown::under_way(answer);
+            }
             self.thread = None;
             return;
         }

@@ -263,6 +263,80 @@ fn dropped_in_a_runtime(server: &Server) {
     });
 }
 
+/// An acquisition is lazy, as a future is: nothing is asked of the server
+/// before it is first polled. One that claims a tick is refused when
+/// awaited, before anything is asked. A lease dropped inside a runtime is
+/// free on the server once `shutdown::releases` has returned. A history
+/// write cancelled half-way is written all the same.
+fn lazy_refused_and_released(server: &Server) {
+    let engine = server.engine(TTL);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let unpolled = engine.start(NAME, &LeaseRequest::new()).unwrap();
+    let taken = engine.acquire(NAME, &LeaseRequest::new()).unwrap();
+    drop(unpolled);
+    let _ = taken.release().unwrap();
+
+    let mut claim = LeaseRequest::new();
+    let hourly = lockfile::tick::Schedule::new(Duration::from_secs(3600), Duration::ZERO).unwrap();
+    claim.claim_tick(lockfile::tick::TickClaim::new(
+        hourly,
+        std::time::Instant::now(),
+    ));
+    let refused = runtime.block_on(engine.start(NAME, &claim).unwrap());
+    assert!(
+        matches!(refused, Err(lockfile_lease::Error::InvalidOptions { .. })),
+        "{refused:?}"
+    );
+    let report = engine.inspect(NAME).unwrap();
+    assert!(report.last_claimed_tick.is_none(), "{report:?}");
+
+    runtime.block_on(async {
+        let lease = engine
+            .start(NAME, &LeaseRequest::new())
+            .unwrap()
+            .await
+            .unwrap();
+        drop(lease);
+        lockfile_lease::shutdown::releases().await;
+    });
+    let again = engine
+        .acquire(NAME, &LeaseRequest::new())
+        .expect("free once released");
+    let _ = again.release().unwrap();
+
+    // A history write cancelled after it was sent is still written before
+    // the release that follows it.
+    runtime.block_on(async {
+        let lease = engine
+            .start(NAME, &LeaseRequest::new())
+            .unwrap()
+            .await
+            .unwrap();
+        let end = lockfile::history::RunEnd {
+            outcome: lockfile::history::Outcome::Succeeded,
+            exit_code: Some(0),
+            signal: None,
+            started_at: std::time::SystemTime::now(),
+        };
+        // `timeout` polls the write once (sending it), then gives up.
+        let cancelled = tokio::time::timeout(Duration::ZERO, lease.record_outcome_async(end)).await;
+        assert!(cancelled.is_err(), "{cancelled:?}");
+        assert!(matches!(
+            lease.release_async().await,
+            Ok(lockfile_lease::Released::WhileHeld)
+        ));
+    });
+    let last = engine.inspect(NAME).unwrap().last_run;
+    assert!(
+        last.as_ref()
+            .is_some_and(|run| run.outcome == lockfile::history::Outcome::Succeeded),
+        "{last:?}"
+    );
+}
+
 /// Threads of this process named for the engine's lease threads.
 fn lease_threads(kind: &str) -> usize {
     // A thread's name is cut to 15 bytes.
@@ -298,6 +372,11 @@ macro_rules! engine_tests {
             #[test]
             fn cancelled_acquisitions_leave_nothing_held() {
                 cancelled_acquisitions(&$start);
+            }
+
+            #[test]
+            fn an_acquisition_is_lazy_a_tick_is_not_awaited_and_releases_settle() {
+                lazy_refused_and_released(&$start);
             }
 
             #[test]

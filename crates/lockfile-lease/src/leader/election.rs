@@ -72,8 +72,10 @@ impl Election {
     }
 
     /// Ask the work to stop this long before the lease's deadline, instead
-    /// of a third of the TTL. A grace of a third of the TTL or more fires
-    /// as soon as one renewal is late.
+    /// of a third of the TTL. Renewals keep the deadline between two thirds
+    /// of a TTL and a TTL ahead: a grace under two thirds of the TTL fires
+    /// only when renewals fail (the default, a third, once two in a row
+    /// have failed), one above it at every term's start.
     pub fn grace(&mut self, grace: Duration) -> &mut Self {
         self.grace = Some(grace);
         self
@@ -145,12 +147,19 @@ impl Election {
     ///
     /// The work learns when to stop from its [`Term`]
     /// ([`ending`](Term::ending), [`is_leading`](Term::is_leading)): `grace`
-    /// before the deadline, or at once when the lease is lost. Work that has
-    /// not returned [`StopPolicy::DEFAULT_KILL_AHEAD`] before the deadline
-    /// is dropped there, as `lockfile run` kills a command, and the event
-    /// `work_stopped` is logged. What the work returns decides the rest:
+    /// before the deadline, or at once when the lease is lost. If the work
+    /// is still running when the deadline is
+    /// [`StopPolicy::DEFAULT_KILL_AHEAD`] (100 ms) away (or half the grace,
+    /// when that is shorter), its future is dropped, as `lockfile run` kills
+    /// a command, and the event `work_stopped` is logged. What the work
+    /// returns decides the rest:
     /// [`ControlFlow::Continue`] to step down and campaign again,
     /// [`ControlFlow::Break`] to step down and return its value.
+    ///
+    /// Dropping the future (a service told to stop) drops the leadership
+    /// with it, which only asks for the release: await
+    /// [`shutdown::releases`](crate::shutdown::releases) before the process
+    /// exits.
     ///
     /// # Errors
     ///
@@ -165,7 +174,9 @@ impl Election {
             let term = leadership.term();
             let flow = {
                 let work = work(term.clone());
-                let overrun = term.signal().ending(StopPolicy::DEFAULT_KILL_AHEAD);
+                // Never before the work was asked to stop.
+                let kill_ahead = StopPolicy::DEFAULT_KILL_AHEAD.min(term.grace() / 2);
+                let overrun = term.signal().ending(kill_ahead);
                 tokio::select! {
                     biased;
                     flow = work => Some(flow),

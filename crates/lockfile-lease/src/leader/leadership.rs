@@ -96,6 +96,11 @@ impl Term {
         self.signal.ending(self.grace).await
     }
 
+    /// How long before the deadline [`ending`](Term::ending) fires.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
     /// The lease's signal (deadline, loss), for code written against it.
     pub fn signal(&self) -> &LeaseSignal {
         &self.signal

@@ -58,6 +58,21 @@ pub(crate) struct Unwritten {
     started: Instant,
 }
 
+impl Taken {
+    /// The same lock, as taken by an acquire that began at `started` (a
+    /// wait that another thread made attempts for): what `lock_acquired`
+    /// reports as the time waited.
+    pub(crate) fn waited_since(self, started: Instant) -> Taken {
+        match self {
+            Taken::Unwritten(mut unwritten) => {
+                unwritten.started = started;
+                Taken::Unwritten(unwritten)
+            }
+            guard @ Taken::Guard(_) => guard,
+        }
+    }
+}
+
 impl Unwritten {
     pub(super) fn with_record(
         file: File,

@@ -48,6 +48,11 @@
 //!   attempt: the lock, or the [`Error::Timeout`](crate::Error::Timeout)
 //!   that the blocking acquire returns, naming the holder then.
 //!
+//! The attempts are the thread's own, one at a time: an attempt that waits
+//! (a lock file on a network filesystem whose server does not answer)
+//! holds up every async waiter of the process, their timeouts included,
+//! until it returns. Keep lock files local, as the crate's caveats say.
+//!
 //! First come is first tried, not first served: a newcomer's first attempt
 //! may take a lock that came free before the thread got to its queue, as
 //! flock(2) itself favours no waiter.

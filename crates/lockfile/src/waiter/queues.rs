@@ -252,7 +252,7 @@ impl Queue {
             }
             let outcome = match take(&waiter.opts, path, Wait::No, Record::Deferred) {
                 Err(Error::Contended { .. }) => break,
-                outcome => outcome,
+                outcome => outcome.map(|taken| taken.waited_since(waiter.started)),
             };
             let waiter = self.waiters.pop_front().expect("the front one");
             answer(waiter, outcome);
@@ -283,6 +283,7 @@ impl Queue {
                 continue;
             }
             let outcome = take(&waiter.opts, &waiter.path, Wait::No, Record::Deferred)
+                .map(|taken| taken.waited_since(waiter.started))
                 .map_err(|e| timed_out(e, waiter.started));
             answer(waiter, outcome);
         }

@@ -5,4 +5,5 @@
 
 pub mod clock;
 pub mod format;
+pub mod fs;
 pub mod stats;

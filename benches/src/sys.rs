@@ -54,38 +54,6 @@ pub(crate) fn cpu_time_ns() -> u64 {
     (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
 }
 
-/// The filesystem a path lives on: its name from the mount table when it can
-/// be found, and the statfs magic number, which is what the kernel reports.
-pub(crate) fn filesystem_of(path: &Path) -> Result<String> {
-    let c = CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: statfs is plain data, written by statfs before it is read.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path, `st` a live, writable statfs.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error()).context("statfs");
-    }
-    let magic = st.f_type as u64;
-    let name = mount_type(path).unwrap_or_else(|| "unknown".to_owned());
-    Ok(format!("{name} (statfs magic {magic:#x})"))
-}
-
-/// The type of the mount that holds `path`: the longest mount point that is
-/// a prefix of it in /proc/self/mounts.
-fn mount_type(path: &Path) -> Option<String> {
-    let path = path.canonicalize().ok()?;
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|line| {
-            let mut f = line.split_whitespace();
-            let (_dev, point, kind) = (f.next()?, f.next()?, f.next()?);
-            path.starts_with(point)
-                .then(|| (point.len(), kind.to_owned()))
-        })
-        .max_by_key(|(len, _)| *len)
-        .map(|(_, kind)| kind)
-}
-
 /// A raw file descriptor that is closed on drop, for the floors, which must
 /// not pay for anything std adds.
 #[derive(Debug)]

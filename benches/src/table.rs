@@ -42,7 +42,7 @@ impl Report {
             text,
             "Machine: {} CPUs, {uname}; lock files in the temporary directory, on {}.\n",
             sys::allowed_cpus().len(),
-            sys::filesystem_of(tmp)?
+            lockfile_bench::fs::filesystem_of(tmp)?
         )?;
         writeln!(
             text,

@@ -6,17 +6,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Redis, options, reply};
 use lockfile_examples::{FencedStore, StoreError};
 use lockfile_redis::LostReason;
+use lockfile_test_support::marked::Marked;
 use lockfile_test_support::stopped::stop_outside_a_write;
 use lockfile_test_support::wait_until;
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::{Signal, kill_process};
 
 /// The test that child processes run, and the variable that gives them
 /// their role: `URL NAME TTL_MS STORE`.
@@ -65,76 +64,17 @@ fn child_process_entry() {
     std::process::exit(0);
 }
 
-/// A holder process, killed when dropped.
-struct Holder {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Holder {
-    fn spawn(url: &str, name: &str, ttl: Duration, store: &std::path::Path) -> Holder {
-        let role = serde_json::json!({
-            "url": url, "name": name, "ttl_ms": ttl.as_millis() as u64,
-            "store": store.to_str().unwrap(),
-        });
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([ENTRY, "--exact", "--nocapture", "--test-threads=1", "-q"])
-            .env(ROLE_ENV, role.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start a holder process");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(line) = line.strip_prefix("@@")
-                    && tx.send(line.to_owned()).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        Holder {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_child(&self.child)
-    }
-
-    /// The next line starting with `what`, keeping every line seen.
-    fn expect(&mut self, what: &str) -> String {
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|e| panic!("no {what} ({e}); seen: {:#?}", self.seen));
-            self.seen.push(line.clone());
-            assert!(
-                !line.starts_with("failed"),
-                "{line}; seen: {:#?}",
-                self.seen
-            );
-            if line.starts_with(what) {
-                return line;
-            }
-        }
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = kill_process(self.pid(), Signal::CONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A holder process, continued, killed and reaped when dropped.
+fn spawn_holder(url: &str, name: &str, ttl: Duration, store: &std::path::Path) -> Marked {
+    let role = serde_json::json!({
+        "url": url, "name": name, "ttl_ms": ttl.as_millis() as u64,
+        "store": store.to_str().unwrap(),
+    });
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([ENTRY, "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(ROLE_ENV, role.to_string());
+    Marked::spawn(command, &["failed"])
 }
 
 #[test]
@@ -250,7 +190,7 @@ fn a_holder_stopped_past_its_ttl_is_fenced_off_by_the_store() {
     let ttl = Duration::from_secs(1);
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.json");
-    let mut holder = Holder::spawn(&redis.url(), "fenced", ttl, &store_path);
+    let mut holder = spawn_holder(&redis.url(), "fenced", ttl, &store_path);
     let old: u64 = holder.expect("acquired")["acquired ".len()..]
         .parse()
         .unwrap();

@@ -7,6 +7,7 @@
 //! - `redis.rs`: a real Redis per test, and `redis-cli` to act on it;
 //! - `ca.rs`: a test CA and certificates for the TLS servers;
 //! - `proxy.rs`: a loopback proxy that turns into a black hole;
+//! - `marked.rs`: a child process that says what it does in `@@` lines;
 //! - `stopped.rs`: whether a process has stopped, and stopping a writer
 //!   outside its write;
 //! - `wait.rs`: waiting for a condition, with one patience;
@@ -23,6 +24,7 @@
 pub mod ca;
 pub mod etcd;
 pub mod foreign;
+pub mod marked;
 pub mod port;
 pub mod postgres;
 pub mod proxy;

@@ -1,18 +1,16 @@
 //! A service process: this test binary run again as `child::service`,
 //! with its role in the environment, printing each event as `@@EVENT`.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 use lockfile_examples::FencedStore;
 use lockfile_examples::service::{Service, Store, engine_for, serve};
 use lockfile_lease::LeaseRequest;
 use lockfile_lease::leader::Election;
-use rustix::process::{Pid, Signal};
+use lockfile_test_support::marked::Marked;
 use serde::{Deserialize, Serialize};
 
 const ROLE_ENV: &str = "LOCKFILE_TEST_SERVICE";
@@ -92,87 +90,12 @@ fn service() {
 }
 
 /// A service process, killed when dropped.
-pub(crate) struct Running {
-    child: Child,
-    lines: Receiver<String>,
-    pub(crate) seen: Vec<String>,
-}
-
-impl Running {
-    pub(crate) fn spawn(role: &Role) -> Running {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([ENTRY, "--exact", "--nocapture", "--test-threads=1", "-q"])
-            .env(ROLE_ENV, serde_json::to_string(role).unwrap())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start a service process");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(line) = line.strip_prefix("@@")
-                    && tx.send(line.to_owned()).is_err()
-                {
-                    break;
-                }
-            }
-        });
-        Running {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    pub(crate) fn pid(&self) -> Pid {
-        Pid::from_child(&self.child)
-    }
-
-    /// The next line, kept in `seen`.
-    pub(crate) fn next(&mut self) -> String {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("no line from the service ({e}); seen: {:#?}", self.seen));
-        self.seen.push(line.clone());
-        assert!(
-            !line.starts_with("fatal") && !line.starts_with("failed"),
-            "{line}; seen: {:#?}",
-            self.seen
-        );
-        line
-    }
-
-    /// The next line starting with `what`, keeping every line seen.
-    pub(crate) fn expect(&mut self, what: &str) -> String {
-        loop {
-            let line = self.next();
-            if line.starts_with(what) {
-                return line;
-            }
-        }
-    }
-
-    /// The lines that came so far, without waiting.
-    pub(crate) fn drain(&mut self) {
-        while let Ok(line) = self.lines.try_recv() {
-            self.seen.push(line);
-        }
-    }
-
-    pub(crate) fn signal(&self, signal: Signal) {
-        rustix::process::kill_process(self.pid(), signal).unwrap();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+pub(crate) fn spawn(role: &Role) -> Marked {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([ENTRY, "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .env(ROLE_ENV, serde_json::to_string(role).unwrap());
+    Marked::spawn(command, &["fatal", "failed"])
 }
 
 /// The token in an event line such as `elected 7` or `wrote 7 1`.

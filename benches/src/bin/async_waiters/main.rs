@@ -72,7 +72,7 @@ fn main() -> Result<()> {
         .tempdir()
         .context("cannot create a temporary directory")?;
     let started = Instant::now();
-    let filesystem = filesystem_of(tmp.path())?;
+    let filesystem = lockfile_bench::fs::filesystem_of(tmp.path()).context("statfs")?;
     let mut report = Report::new(&Run {
         quick: args.quick,
         rounds,
@@ -110,18 +110,4 @@ fn main() -> Result<()> {
     report.finish(started.elapsed());
     print!("{}", report.text);
     Ok(())
-}
-
-/// The filesystem the lock files live on, by its statfs magic.
-fn filesystem_of(path: &std::path::Path) -> Result<String> {
-    let magic = rustix::fs::statfs(path).context("statfs")?.f_type as u64;
-    let name = match magic {
-        0xef53 => "ext4",
-        0x0102_1994 => "tmpfs",
-        0x5846_5342 => "xfs",
-        0x9123_683e => "btrfs",
-        0x794c_7630 => "overlayfs",
-        _ => "a filesystem",
-    };
-    Ok(format!("{name} (statfs magic {magic:#x})"))
 }

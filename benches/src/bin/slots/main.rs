@@ -107,7 +107,7 @@ fn main() -> Result<()> {
         .tempdir()
         .context("cannot create a temporary directory")?;
     let started = Instant::now();
-    let filesystem = sys::filesystem_of(tmp.path())?;
+    let filesystem = lockfile_bench::fs::filesystem_of(tmp.path()).context("statfs")?;
     let mut report = Report::new(&Run {
         quick: q,
         rounds,

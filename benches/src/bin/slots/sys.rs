@@ -78,24 +78,3 @@ pub(crate) fn allow_open_files(need: u64) -> Result<()> {
     )
     .context("cannot raise the limit on open files")
 }
-
-/// The filesystem at `path`, by its statfs magic number.
-pub(crate) fn filesystem_of(path: &Path) -> Result<String> {
-    let c = cpath(path)?;
-    // SAFETY: statfs is plain data, written by statfs before it is read.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path, `st` a live, writable statfs.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error()).context("statfs");
-    }
-    let magic = st.f_type as u64;
-    let name = match magic {
-        0xef53 => "ext4",
-        0x0102_1994 => "tmpfs",
-        0x5846_5342 => "xfs",
-        0x9123_683e => "btrfs",
-        0x794c_7630 => "overlayfs",
-        _ => "a filesystem",
-    };
-    Ok(format!("{name} (statfs magic {magic:#x})"))
-}

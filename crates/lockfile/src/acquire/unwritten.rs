@@ -58,6 +58,7 @@ pub(crate) struct Unwritten {
     started: Instant,
 }
 
+#[cfg(feature = "tokio")]
 impl Taken {
     /// The same lock, as taken by an acquire that began at `started` (a
     /// wait that another thread made attempts for): what `lock_acquired`

@@ -7,7 +7,8 @@
 //! drives any engine uses two traits:
 //!
 //! - [`Engine`]: [`acquire`](Engine::acquire) (try, or wait with a bound, as
-//!   a [`LeaseRequest`] says), [`inspect`](Engine::inspect) one name and
+//!   a [`LeaseRequest`] says; [`start`](Engine::start) for an
+//!   [`Acquisition`] to await), [`inspect`](Engine::inspect) one name and
 //!   [`inspect_all`](Engine::inspect_all);
 //! - [`Lease`], one held lease: its [`fencing_token`](Lease::fencing_token),
 //!   [`record`](Lease::record), [`ttl`](Lease::ttl), its
@@ -16,7 +17,7 @@
 //!   [`release`](Lease::release). Every engine's is the same
 //!   [`LeaseGuard`].
 //!
-//! An engine (`lockfile-etcd`, `lockfile-postgres`) supplies two things:
+//! An engine (`lockfile-etcd`, `lockfile-postgres`, `lockfile-redis`) supplies two things:
 //! its **server operations** on one lease, [`LeaseOps`](crate::ops::LeaseOps)
 //! (one attempt to take it, a wait, a renewal, a release, a history write;
 //! and `inspect`), and the **connection** they go over. Everything else

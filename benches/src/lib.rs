@@ -6,4 +6,5 @@
 pub mod clock;
 pub mod format;
 pub mod fs;
+pub mod markdown;
 pub mod stats;

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use lockfile_bench::format::{ratio, time, uname, verdict};
+use lockfile_bench::format::{ratio, time, uname};
+use lockfile_bench::markdown::Markdown;
 use lockfile_bench::stats::Results;
 
 use crate::chain::{Kind, Layout, WORKERS};
@@ -26,8 +27,22 @@ pub(crate) fn through_key(kind: Kind, layout: Layout) -> String {
 
 #[derive(Debug)]
 pub(crate) struct Report {
-    pub(crate) text: String,
-    missed: Vec<String>,
+    out: Markdown,
+}
+
+/// The text and its verdicts are the shared report's.
+impl std::ops::Deref for Report {
+    type Target = Markdown;
+
+    fn deref(&self) -> &Markdown {
+        &self.out
+    }
+}
+
+impl std::ops::DerefMut for Report {
+    fn deref_mut(&mut self) -> &mut Markdown {
+        &mut self.out
+    }
 }
 
 /// What the header says about the run.
@@ -45,8 +60,7 @@ impl Report {
         let mode = if run.quick { "--quick" } else { "full" };
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         let mut r = Report {
-            text: String::new(),
-            missed: Vec::new(),
+            out: Markdown::default(),
         };
         r.line(&format!(
             "# lockfile async waiters ({mode}): {} waiters per run; {} measured rounds after 1 warm-up round, one run of every variant in each, shuffled (seed {})\n",
@@ -61,19 +75,6 @@ impl Report {
             "A run: this process holds the lock files; the waiters start and wait (the async ones as tasks on a tokio runtime of {WORKERS} workers); once every one waits, it lets the files go. Each waiter, once its acquire returned (its record written), stamps CLOCK_MONOTONIC, stamps again and releases. Lag: from a release's stamp to the next holder's of the same file. Threads: the most entries /proc/self/task held at once (sampled every 2 ms, from before the waiters start to after the last one passed). Medians; \"× floor\" is the median over rounds of (the round's median lag / the floor's of the same round); p90 and max over every handoff.\n"
         ));
         r
-    }
-
-    fn line(&mut self, s: &str) {
-        self.text.push_str(s);
-        self.text.push('\n');
-    }
-
-    fn judge(&mut self, what: String, value: f64, limit: f64) -> &'static str {
-        let v = verdict(value, limit);
-        if v == "MISSED" {
-            self.missed.push(what);
-        }
-        v
     }
 
     pub(crate) fn layout(&mut self, r: &Results, layout: Layout, waiters: usize) {
@@ -128,12 +129,6 @@ impl Report {
 
     pub(crate) fn finish(&mut self, took: Duration) {
         self.line("Threads (peak) is the median over rounds of each run's peak; \"all through\" runs from the first release to the last waiter's release.\n");
-        if self.missed.is_empty() {
-            self.line("Every target in this run: met.");
-        } else {
-            let missed = self.missed.join("; ");
-            self.line(&format!("Targets missed in this run: {missed}."));
-        }
-        self.line(&format!("\nThe run took {:.0} s.", took.as_secs_f64()));
+        self.targets(took);
     }
 }

@@ -1,10 +1,10 @@
 //! The printed report: one Markdown table per figure.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use lockfile_bench::format::{ratio, time, uname, verdict};
+use lockfile_bench::format::{ratio, time, uname};
+use lockfile_bench::markdown::Markdown;
 use lockfile_bench::stats::{Results, median, percentile};
 
 use crate::args::Size;
@@ -65,8 +65,22 @@ impl Versions {
 
 #[derive(Debug)]
 pub(crate) struct Report {
-    pub(crate) text: String,
-    missed: Vec<String>,
+    out: Markdown,
+}
+
+/// The text and its verdicts are the shared report's.
+impl std::ops::Deref for Report {
+    type Target = Markdown;
+
+    fn deref(&self) -> &Markdown {
+        &self.out
+    }
+}
+
+impl std::ops::DerefMut for Report {
+    fn deref_mut(&mut self) -> &mut Markdown {
+        &mut self.out
+    }
 }
 
 impl Report {
@@ -74,8 +88,7 @@ impl Report {
         let mode = if quick { "--quick" } else { "full" };
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         let mut r = Report {
-            text: String::new(),
-            missed: Vec::new(),
+            out: Markdown::default(),
         };
         r.line(&format!(
             "# lockfile leases ({mode}): {} measured rounds after 1 warm-up round, {} operations per variant per round, variants shuffled in every round (seed {seed})\n",
@@ -90,19 +103,6 @@ impl Report {
         ));
         r.line("Medians over rounds; \"× floor\" is the median over rounds of (variant / floor of the same round); p99 over every sample of every round.\n");
         r
-    }
-
-    fn line(&mut self, s: &str) {
-        self.text.push_str(s);
-        self.text.push('\n');
-    }
-
-    fn judge(&mut self, what: &str, value: f64, limit: f64) -> &'static str {
-        let v = verdict(value, limit);
-        if v == "MISSED" {
-            self.missed.push(what.to_owned());
-        }
-        v
     }
 
     pub(crate) fn roundtrips(&mut self, r: &Results) {
@@ -126,7 +126,7 @@ impl Report {
                 let (target, v) = if row == pg::ENGINE {
                     let x = r.ratio(&key, &same);
                     let v = self.judge(
-                        &format!(
+                        format!(
                             "{}: acquire + release ≤ 1.2× the raw statements",
                             path.label()
                         ),
@@ -372,12 +372,6 @@ impl Report {
     }
 
     pub(crate) fn finish(&mut self, took: Duration) {
-        if self.missed.is_empty() {
-            self.line("Every target in this run: met.");
-        } else {
-            let missed = self.missed.join("; ");
-            self.line(&format!("Targets missed in this run: {missed}."));
-        }
-        let _ = write!(self.text, "\nThe run took {:.0} s.\n", took.as_secs_f64());
+        self.targets(took);
     }
 }

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use lockfile_bench::format::{ratio, time, uname, verdict};
+use lockfile_bench::format::{ratio, time, uname};
+use lockfile_bench::markdown::Markdown;
 use lockfile_bench::stats::Results;
 
 use crate::cost::{Op, PROC_LOCKS, PROC_LOCKS_LINES, Waiting, cost_key};
@@ -15,8 +16,22 @@ const CPU_TARGET_PERCENT: f64 = 1.0;
 
 #[derive(Debug)]
 pub(crate) struct Report {
-    pub(crate) text: String,
-    missed: Vec<String>,
+    out: Markdown,
+}
+
+/// The text and its verdicts are the shared report's.
+impl std::ops::Deref for Report {
+    type Target = Markdown;
+
+    fn deref(&self) -> &Markdown {
+        &self.out
+    }
+}
+
+impl std::ops::DerefMut for Report {
+    fn deref_mut(&mut self) -> &mut Markdown {
+        &mut self.out
+    }
 }
 
 /// What the header says about the run.
@@ -34,8 +49,7 @@ impl Report {
         let mode = if run.quick { "--quick" } else { "full" };
         let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
         let mut r = Report {
-            text: String::new(),
-            missed: Vec::new(),
+            out: Markdown::default(),
         };
         r.line(&format!(
             "# lockfile slots ({mode}): {} measured rounds after 1 warm-up round, one handoff of every variant in each; {} rounds of the costs; variants shuffled in every round (seed {})\n",
@@ -48,19 +62,6 @@ impl Report {
         ));
         r.line("Lag: from the freeing process's CLOCK_MONOTONIC stamp (the holder's, just before `release()`; this program's, just before the SIGKILL) to the waiter's (just after `acquire` or `acquire_slot` returned, its record written). Medians; \"× floor\" is the median over rounds of (variant / floor of the same round); p90 and max over every sample.\n");
         r
-    }
-
-    fn line(&mut self, s: &str) {
-        self.text.push_str(s);
-        self.text.push('\n');
-    }
-
-    fn judge(&mut self, what: String, value: f64, limit: f64) -> &'static str {
-        let v = verdict(value, limit);
-        if v == "MISSED" {
-            self.missed.push(what);
-        }
-        v
     }
 
     pub(crate) fn lags(&mut self, r: &Results, ending: Ending, waiters: &[Waiter]) {
@@ -172,12 +173,6 @@ impl Report {
     }
 
     pub(crate) fn finish(&mut self, took: Duration) {
-        if self.missed.is_empty() {
-            self.line("Every target in this run: met.");
-        } else {
-            let missed = self.missed.join("; ");
-            self.line(&format!("Targets missed in this run: {missed}."));
-        }
-        self.line(&format!("\nThe run took {:.0} s.", took.as_secs_f64()));
+        self.targets(took);
     }
 }
